@@ -1,0 +1,17 @@
+"""Per-evaluation options, shared by the CLI, the HTTP API and the queue."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from evalsvc.core.rewards import MilestoneSchedule, RewardSchedule
+
+
+class EvalOptions(BaseModel):
+    trials: int | None = Field(None, ge=1, le=50, description="correctness trials (default: the task's)")
+    schedule: RewardSchedule = Field(default_factory=MilestoneSchedule)
+    compile_baseline: bool = Field(True, description="also time torch.compile of the reference")
+    timing_budget_s: float = Field(5.0, gt=0, le=120, description="time budget per timed subject")
+    target_rel_ci: float = Field(0.01, gt=0, le=0.5)
+    timing_pool: int = Field(4, ge=1, le=16, description="distinct input sets rotated while timing")
+    profile: bool = False

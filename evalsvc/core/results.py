@@ -1,0 +1,141 @@
+"""The result document: the one shape every interface (CLI, HTTP, queue) returns for an evaluation."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class Status(StrEnum):
+    """How an evaluation ended. Every failure of the candidate is one of these, never an exception."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    INCORRECT = "incorrect"
+    FORBIDDEN = "forbidden"
+    TIMEOUT = "timeout"
+    INTERNAL_ERROR = "internal_error"
+
+
+class TimingStats(BaseModel):
+    """Robust statistics of repeated timed calls, in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    iqr_ms: float
+    min_ms: float
+    max_ms: float
+    n: int
+    ci95_low_ms: float
+    ci95_high_ms: float
+    rel_ci_halfwidth: float = Field(description="half-width of the 95% CI of the median over the median")
+    method: str = Field(description="how the samples were taken, e.g. 'cuda-events+l2-flush' or 'wall-clock'")
+
+
+class Timings(BaseModel):
+    candidate: TimingStats | None = None
+    eager: TimingStats | None = None
+    compiled: TimingStats | None = None
+    compile_mode: str | None = None
+    baseline_cached: bool = False
+
+
+class Speedup(BaseModel):
+    eager: float | None = None
+    compile: float | None = None
+
+
+class TrialCheck(BaseModel):
+    """The outcome of one correctness trial."""
+
+    trial: int
+    passed: bool
+    candidate_first: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    message: str | None = None
+
+
+class Correctness(BaseModel):
+    trials: list[TrialCheck] = Field(default_factory=list)
+    first_failure: int | None = None
+    atol: float
+    rtol: float
+    relative_check: bool = Field(False, description="a norm-relative check was used (tiny-output task)")
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+
+
+class Finding(BaseModel):
+    """One reason a submission was refused or flagged."""
+
+    rule: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+class Diagnostic(BaseModel):
+    """One compiler message, trimmed, with its location."""
+
+    severity: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+
+class KernelResources(BaseModel):
+    """ptxas' resource report for one kernel."""
+
+    kernel: str
+    arch: str | None = None
+    registers: int | None = None
+    shared_bytes: int | None = None
+    stack_bytes: int | None = None
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+
+
+class CompileReport(BaseModel):
+    ok: bool
+    cached: bool = False
+    duration_s: float = 0.0
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    log_excerpt: str = ""
+    resources: list[KernelResources] = Field(default_factory=list)
+    artifact_key: str | None = None
+
+
+class Provenance(BaseModel):
+    device: str
+    device_name: str
+    driver: str | None = None
+    torch_version: str
+    cuda_version: str | None = None
+    toolchain_hash: str | None = None
+    sm_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    tf32: bool = False
+    seeds: list[int] = Field(default_factory=list)
+    task_hash: str
+    solution_hash: str
+    worker: str | None = None
+
+
+class EvaluationResult(BaseModel):
+    """Everything an agent or trainer needs: the verdict, the reward and why."""
+
+    status: Status
+    correct: bool = False
+    reward: float
+    milestone: int | None = None
+    message: str | None = None
+    speedup: Speedup = Field(default_factory=Speedup)
+    timings: Timings = Field(default_factory=Timings)
+    correctness: Correctness | None = None
+    compile: CompileReport | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    provenance: Provenance | None = None
+    duration_s: float = 0.0

@@ -1,0 +1,88 @@
+"""Candidate solutions: a KernelBench single file or a CUDA Agent file tree, validated as data."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, Field, field_validator
+
+from evalsvc.core.hashing import content_hash
+
+MAX_FILES = 64
+MAX_TOTAL_BYTES = 2 * 1024 * 1024
+_SAFE_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_ALLOWED_SUFFIXES = {".py", ".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp"}
+
+
+class InvalidSolution(ValueError):
+    """The solution cannot be accepted; the message says why."""
+
+
+class SolutionFormat(StrEnum):
+    KERNELBENCH = "kernelbench"
+    CUDA_AGENT = "cuda_agent"
+
+
+def check_relative_path(path: str) -> str:
+    """Accept only plain relative paths made of safe names: no '..', no absolute paths, no odd bytes."""
+    if not path or "\\" in path or "\x00" in path:
+        raise InvalidSolution(f"bad file name {path!r}")
+    p = PurePosixPath(path)
+    if p.is_absolute():
+        raise InvalidSolution(f"absolute path not allowed: {path!r}")
+    if len(p.parts) > 3:
+        raise InvalidSolution(f"path too deep: {path!r}")
+    for part in p.parts:
+        if part in (".", "..") or not _SAFE_PART.match(part):
+            raise InvalidSolution(f"unsafe path component {part!r} in {path!r}")
+    if p.suffix not in _ALLOWED_SUFFIXES:
+        raise InvalidSolution(f"file type not allowed: {path!r} (allowed: {sorted(_ALLOWED_SUFFIXES)})")
+    return str(p)
+
+
+class Solution(BaseModel):
+    """Source files of a candidate, keyed by relative path."""
+
+    files: dict[str, str] = Field(min_length=1)
+    format: SolutionFormat = SolutionFormat.KERNELBENCH
+
+    @field_validator("files")
+    @classmethod
+    def _validate_files(cls, files: dict[str, str]) -> dict[str, str]:
+        if len(files) > MAX_FILES:
+            raise InvalidSolution(f"too many files ({len(files)} > {MAX_FILES})")
+        total = sum(len(v.encode()) for v in files.values())
+        if total > MAX_TOTAL_BYTES:
+            raise InvalidSolution(f"solution too large ({total} bytes > {MAX_TOTAL_BYTES})")
+        out = {check_relative_path(k): v for k, v in files.items()}
+        if not any(v.strip() for v in out.values()):
+            raise InvalidSolution("solution is empty")
+        return out
+
+    @classmethod
+    def single_file(cls, source: str) -> Solution:
+        return cls(files={"solution.py": source}, format=SolutionFormat.KERNELBENCH)
+
+    @property
+    def entry(self) -> str:
+        """The Python module that defines ModelNew."""
+        if self.format is SolutionFormat.CUDA_AGENT:
+            return "model_new.py"
+        pys = [k for k in self.files if k.endswith(".py")]
+        return "solution.py" if "solution.py" in self.files else (pys[0] if pys else "solution.py")
+
+    def check_layout(self) -> None:
+        if self.entry not in self.files:
+            raise InvalidSolution(f"{self.format.value} solution needs {self.entry}")
+        if self.format is SolutionFormat.CUDA_AGENT:
+            if not any(k.startswith("kernels/") and k.endswith(".cu") for k in self.files):
+                raise InvalidSolution("cuda_agent solution needs kernels/*.cu")
+            reserved = {"binding.cpp", "binding_registry.h"} & set(self.files)
+            if reserved:
+                raise InvalidSolution(f"files provided by the environment must not be submitted: {reserved}")
+
+    @property
+    def id(self) -> str:
+        return "s_" + content_hash(self.format.value, self.files)

@@ -1,0 +1,62 @@
+"""Reference problems (KernelBench format) and their metadata, identified by content hash.
+
+This module only describes a task; loading and running its `Model` is the engine's job.
+"""
+
+from __future__ import annotations
+
+import ast
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from evalsvc.core.hashing import content_hash
+
+
+class InvalidTask(ValueError):
+    """The task cannot be evaluated; the message says why."""
+
+
+class Precision(StrEnum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class TaskMeta(BaseModel):
+    """Per-task options; defaults follow CUDA Agent's verification settings."""
+
+    atol: float = Field(1e-2, gt=0)
+    rtol: float = Field(1e-2, ge=0)
+    trials: int = Field(5, ge=1, le=100)
+    precision: Precision = Precision.FP32
+    tf32: bool = False
+    allow_vendor_libs: bool = Field(False, description="cuBLAS/cuDNN calls allowed in the candidate")
+    compile_mode: str = Field("default", description="torch.compile mode of the baseline")
+    relative_check: bool = Field(False, description="compare by norm-relative error (tiny outputs)")
+
+
+class TaskSpec(BaseModel):
+    """A reference problem: KernelBench module source plus metadata."""
+
+    source: str = Field(min_length=1, max_length=1_000_000)
+    meta: TaskMeta = Field(default_factory=TaskMeta)
+    name: str | None = Field(None, max_length=200)
+
+    @property
+    def id(self) -> str:
+        return "t_" + content_hash(self.source, self.meta.model_dump(mode="json"))
+
+    def check_syntax(self) -> None:
+        """Refuse what can be refused without running the module."""
+        try:
+            tree = ast.parse(self.source)
+        except SyntaxError as e:
+            raise InvalidTask(f"task source has a syntax error at line {e.lineno}: {e.msg}") from None
+        names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+        names |= {
+            t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+        }
+        missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
+        if missing:
+            raise InvalidTask(f"task source does not define {', '.join(missing)}")

@@ -1,0 +1,265 @@
+"""The untrusted side: a process that loads one candidate artifact and runs it on request.
+
+It starts as a child of the warm template (torch already imported, CUDA not initialised), isolates
+itself (new session, no network, rlimits, unprivileged uid, scrubbed environment), and only then
+touches the candidate. Everything it reports is re-checked by the judge.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import resource
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalsvc.engine.codec import decode, encode
+from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.sandbox.isolation import SANDBOX_UID, die_with_parent, drop_privileges, unshare_network
+
+
+@dataclass(frozen=True)
+class RunnerSetup:
+    scratch: str
+    device: str
+    isolate: bool
+    memory_bytes: int
+    nofile: int = 256
+    fsize_bytes: int = 256 * 1024 * 1024
+
+
+class CandidateError(Exception):
+    """The candidate failed in a way the judge reports as its runtime error."""
+
+
+class Forbidden(Exception):
+    """The candidate did something the rules refuse."""
+
+
+def _isolate(setup: RunnerSetup) -> None:
+    os.setsid()
+    die_with_parent()
+    log = os.open(os.path.join(setup.scratch, "candidate.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    limits = [
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, setup.nofile),
+        (resource.RLIMIT_FSIZE, setup.fsize_bytes),
+    ]
+    if setup.device == "cpu":
+        limits.append((resource.RLIMIT_AS, setup.memory_bytes))
+    for res, value in limits:
+        resource.setrlimit(res, (value, value))
+    if setup.isolate:
+        for root, dirs, files in os.walk(setup.scratch):
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)
+        os.chown(setup.scratch, SANDBOX_UID, SANDBOX_UID)
+        unshare_network()
+        drop_privileges()
+    os.chdir(setup.scratch)
+    keep = {"PATH": "/usr/bin:/bin", "HOME": setup.scratch, "TMPDIR": setup.scratch, "LANG": "C.UTF-8"}
+    os.environ.clear()
+    os.environ.update(keep)
+    _keep_freed_memory()
+
+
+def _keep_freed_memory() -> None:
+    """Let freed heap memory be reused, so poisoning before a call reaches the candidate's allocations."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD (glibc's maximum)
+    except (OSError, AttributeError):
+        pass
+
+
+class Candidate:
+    """The loaded solution: its ModelNew instance and the libraries it was built with."""
+
+    def __init__(self, artifact: Path, device: torch.device) -> None:
+        self.artifact = artifact
+        self.device = device
+        self.manifest = _read_manifest(artifact)
+        self.model: torch.nn.Module | None = None
+
+    def load(self, init_inputs: list[Any], state_dict: dict[str, torch.Tensor]) -> None:
+        from evalsvc.build.toolchain import runtime_toolchain_view
+
+        tc = self.manifest["toolchain"]
+        built = (tc["python"], tc["torch"], tc["torch_cuda"], tc["machine"])
+        if tuple(built) != runtime_toolchain_view():
+            raise CandidateError(f"artifact was built for {built}, this runner is {runtime_toolchain_view()}")
+        self._install_loader_hooks()
+        src = self.artifact / "src"
+        sys.path.insert(0, str(src))
+        if self.manifest["format"] == "cuda_agent":
+            sys.modules["cuda_extension"] = self._load_library("cuda_extension", "cuda_extension")
+        module = _import_file("solution_module", src / self.manifest["entry"])
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
+            raise CandidateError("the solution defines no ModelNew(nn.Module)")
+        model = model_cls(*init_inputs)
+        try:
+            model.load_state_dict(state_dict, strict=True)
+        except RuntimeError as e:
+            raise CandidateError(f"ModelNew's parameters do not match Model's: {e}"[:2000]) from None
+        self.model = model.to(self.device).eval()
+
+    def _load_library(self, key: str, name: str) -> Any:
+        rel = self.manifest["extensions"].get(key)
+        if rel is None:
+            raise Forbidden(
+                "the solution asked for an extension that was not built at compile time "
+                "(sources are not static)"
+            )
+        spec = importlib.util.spec_from_file_location(name, self.artifact / rel)
+        if spec is None or spec.loader is None:
+            raise CandidateError(f"cannot load extension {name}")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+
+    def _install_loader_hooks(self) -> None:
+        """load_inline returns the prebuilt library for the same call; this process never compiles."""
+        import torch.utils.cpp_extension as cx
+
+        from evalsvc.build.inline import normalize_call
+
+        def load_inline(*args: Any, **kwargs: Any) -> Any:
+            call = normalize_call(args, kwargs)
+            return self._load_library(call.key, call.name)
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise Forbidden("compiling at run time is not allowed")
+
+        cx.load_inline = load_inline
+        cx.load = refuse
+
+    def forward(self, *inputs: Any) -> Any:
+        assert self.model is not None
+        with torch.no_grad():
+            return self.model(*inputs)
+
+
+def _read_manifest(artifact: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads((artifact / "manifest.json").read_text())
+
+
+def _import_file(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise CandidateError(f"cannot import {path.name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, list | tuple):
+        return [t for o in obj for t in _tensors(o)]
+    return []
+
+
+def check_output(output: Any, inputs: list[Any]) -> None:
+    """Outputs must be plain dense tensors that do not share memory with the inputs."""
+    outs = _tensors(output)
+    if not outs:
+        raise CandidateError(f"forward returned {type(output).__name__}, not tensors")
+    in_ptrs = {t.untyped_storage().data_ptr() for t in _tensors(inputs) if t.numel()}
+    for t in outs:
+        if type(t) is not torch.Tensor or t.layout != torch.strided:
+            raise Forbidden(
+                f"output is a {type(t).__name__} with layout {t.layout}, not a plain dense tensor"
+            )
+        if t.numel() and t.untyped_storage().data_ptr() in in_ptrs:
+            raise Forbidden("output shares memory with an input")
+
+
+def _poison(device: torch.device, nbytes: int) -> None:
+    """Fill memory the allocator will hand out next with NaN bytes, so unwritten outputs show."""
+    if nbytes <= 0:
+        return
+    block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    block.fill_(0xFF)
+    del block
+
+
+class Server:
+    def __init__(self, conn: Any, device: torch.device) -> None:
+        self.conn = conn
+        self.device = device
+        self.candidate: Candidate | None = None
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        op = msg["op"]
+        if op == "load":
+            torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
+            torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
+            self.candidate = Candidate(Path(msg["artifact"]), self.device)
+            self.candidate.load(msg["init_inputs"], msg["state_dict"])
+            return {"ok": True}
+        assert self.candidate is not None
+        if op == "run":
+            inputs = msg["inputs"]
+            _poison(self.device, msg.get("poison_bytes", 0))
+            out = self.candidate.forward(*inputs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            check_output(out, inputs)
+            return {"ok": True, "output": out, "inputs_after": inputs}
+        if op == "time":
+            m = measure(self.candidate.forward, msg["pool"], self.device, TimingPolicy(**msg["policy"]))
+            check_output(m.last_output, msg["pool"][m.last_index])
+            return {
+                "ok": True,
+                "stats": m.stats.model_dump(),
+                "last_output": m.last_output,
+                "last_index": m.last_index,
+            }
+        raise ValueError(f"unknown op {op!r}")
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = decode(self.conn.recv_bytes(), map_location=self.device)
+            except EOFError:
+                return
+            if msg["op"] == "exit":
+                return
+            try:
+                reply = self.handle(msg)
+            except Forbidden as e:
+                reply = {"ok": False, "kind": "forbidden", "error": str(e)}
+            except CandidateError as e:
+                reply = {"ok": False, "kind": "runtime_error", "error": str(e)}
+            except BaseException as e:  # the candidate's own exceptions, SystemExit included
+                tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
+                reply = {"ok": False, "kind": "runtime_error", "error": tb[-3000:]}
+            self.conn.send_bytes(encode(reply))
+
+
+def runner_main(conn: Any, setup: RunnerSetup) -> None:
+    """Entry point in the child process."""
+    _isolate(setup)
+    device = torch.device(setup.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    Server(conn, device).serve()
+    os._exit(0)

@@ -1,0 +1,96 @@
+"""Load a KernelBench task in the judge and check that it is evaluable at all."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from evalsvc.core.tasks import InvalidTask, Precision, TaskSpec
+
+DTYPES = {Precision.FP32: torch.float32, Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
+MAX_INPUT_BYTES = 8 * 1024**3
+
+
+@dataclass
+class LoadedTask:
+    spec: TaskSpec
+    model_cls: type[torch.nn.Module]
+    get_inputs: Callable[[], Any]
+    get_init_inputs: Callable[[], Any]
+
+    def make_inputs(self, seed: int, device: torch.device) -> list[Any]:
+        """The task's inputs for `seed`, on `device`, floating tensors cast to the task's precision."""
+        torch.manual_seed(seed)
+        raw = list(self.get_inputs())
+        dtype = DTYPES[self.spec.meta.precision]
+        out = []
+        for a in raw:
+            if isinstance(a, torch.Tensor):
+                a = a.to(device)
+                if a.is_floating_point():
+                    a = a.to(dtype)
+            out.append(a)
+        return out
+
+    def make_model(self, seed: int, device: torch.device) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        model = self.model_cls(*self.get_init_inputs())
+        dtype = DTYPES[self.spec.meta.precision]
+        return model.to(device=device, dtype=dtype).eval()
+
+
+def load_task(spec: TaskSpec) -> LoadedTask:
+    """Execute the task module and validate its interface; raise InvalidTask saying what is wrong."""
+    spec.check_syntax()
+    module = types.ModuleType("evalsvc_task")
+    try:
+        exec(compile(spec.source, "task.py", "exec"), module.__dict__)
+    except Exception as e:
+        raise InvalidTask(f"task module failed to import: {type(e).__name__}: {e}"[:1000]) from None
+    model_cls = module.__dict__.get("Model")
+    if not isinstance(model_cls, type) or not issubclass(model_cls, torch.nn.Module):
+        raise InvalidTask("task's Model is not an nn.Module subclass")
+    for fn in ("get_inputs", "get_init_inputs"):
+        if not callable(module.__dict__.get(fn)):
+            raise InvalidTask(f"task's {fn} is not a function")
+    task = LoadedTask(spec, model_cls, module.get_inputs, module.get_init_inputs)
+    _check_inputs(task)
+    return task
+
+
+def _signature(inputs: list[Any]) -> list[Any]:
+    return [(tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor) else repr(a) for a in inputs]
+
+
+def _check_inputs(task: LoadedTask) -> None:
+    try:
+        init = task.get_init_inputs()
+        sigs = []
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            inputs = task.get_inputs()
+            if not isinstance(inputs, list | tuple):
+                raise InvalidTask(f"get_inputs returned {type(inputs).__name__}, not a list")
+            if not any(isinstance(a, torch.Tensor) for a in inputs):
+                raise InvalidTask("get_inputs returned no tensors")
+            bad = [type(a).__name__ for a in inputs if not isinstance(a, torch.Tensor | int | float | bool)]
+            if bad:
+                raise InvalidTask(f"get_inputs returned non-tensor values: {', '.join(bad)}")
+            size = sum(a.numel() * a.element_size() for a in inputs if isinstance(a, torch.Tensor))
+            if size > MAX_INPUT_BYTES:
+                raise InvalidTask(
+                    f"get_inputs returned {size / 1e9:.1f} GB (limit {MAX_INPUT_BYTES / 1e9:.0f} GB)"
+                )
+            sigs.append(_signature(list(inputs)))
+    except InvalidTask:
+        raise
+    except Exception as e:
+        raise InvalidTask(f"get_inputs/get_init_inputs raised {type(e).__name__}: {e}"[:1000]) from None
+    if not isinstance(init, list | tuple):
+        raise InvalidTask("get_init_inputs must return a list")
+    if sigs[0] != sigs[1]:
+        raise InvalidTask("get_inputs shapes differ between calls (non-deterministic shapes)")

@@ -1,0 +1,86 @@
+"""One timing method for candidate and baselines alike: fresh input values each call, caches flushed,
+device-wide synchronisation, adaptive repetition until the median is known to a target precision."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from evalsvc.core.results import TimingStats
+from evalsvc.core.stats import precise_enough, summarize
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    warmup_runs: int = 3
+    min_runs: int = 10
+    max_runs: int = 2000
+    target_rel_ci: float = 0.01
+    budget_s: float = 5.0
+    flush_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass
+class Measurement:
+    stats: TimingStats
+    last_output: Any
+    last_index: int
+    wall_s: float
+
+
+def _copy_into(staging: Sequence[Any], source: Sequence[Any]) -> None:
+    for dst, src in zip(staging, source, strict=True):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+
+
+def measure(
+    fn: Callable[..., Any], pool: Sequence[Sequence[Any]], device: torch.device, policy: TimingPolicy
+) -> Measurement:
+    """Time `fn(*inputs)`; before each call the staging inputs get the next pool set's values.
+
+    Values change every call at fixed addresses, so caching by pointer returns stale results (caught by
+    checking the last output) and caching by value must read every input first.
+    """
+    cuda = device.type == "cuda"
+    staging = [a.clone() if isinstance(a, torch.Tensor) else a for a in pool[0]]
+    flush = torch.empty(
+        policy.flush_bytes // 4 if cuda else policy.flush_bytes // 16, dtype=torch.float32, device=device
+    )
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    perf = time.perf_counter
+    samples: list[float] = []
+    out: Any = None
+    idx = 0
+    start_wall = perf()
+    deadline = start_wall + policy.budget_s
+    i = 0
+    while True:
+        idx = i % len(pool)
+        _copy_into(staging, pool[idx])
+        flush.fill_(float(i))
+        sync()
+        if cuda:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            out = fn(*staging)
+            end.record()
+            torch.cuda.synchronize()
+            elapsed = begin.elapsed_time(end)
+        else:
+            t0 = perf()
+            out = fn(*staging)
+            elapsed = (perf() - t0) * 1e3
+        if i >= policy.warmup_runs:
+            samples.append(elapsed)
+        i += 1
+        if len(samples) >= policy.max_runs or (samples and perf() > deadline):
+            break
+        if precise_enough(samples, policy.target_rel_ci, policy.min_runs):
+            break
+    method = "cuda-events+l2-flush+fresh-values" if cuda else "wall-clock+cache-flush+fresh-values"
+    return Measurement(summarize(samples, method), out, idx, perf() - start_wall)

@@ -1,0 +1,105 @@
+"""Assemble the engine's adapters from settings. The only place that picks concrete backends."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from evalsvc.build.stage import Compiler, probe_toolchain
+from evalsvc.sandbox.base import CompileSandbox, SandboxLimits, SandboxUnavailable
+from evalsvc.settings import CompileBackend, RunnerIsolation, Settings
+from evalsvc.store.artifacts import ArtifactStore, LocalArtifactStore, RedisArtifactStore
+
+
+def make_sandbox(settings: Settings) -> tuple[CompileSandbox, str]:
+    """The configured compile sandbox and the python it runs; fails loudly, never falls back."""
+    if settings.compile_backend is CompileBackend.DOCKER:
+        from evalsvc.sandbox.docker_sandbox import DockerSandbox, host_toolchain_mounts
+
+        sandbox: CompileSandbox = DockerSandbox(
+            image=settings.compile_image, toolchain=host_toolchain_mounts()
+        )
+        python = "python3"
+    else:
+        from evalsvc.sandbox.process_sandbox import ProcessSandbox
+
+        sandbox = ProcessSandbox()
+        python = sys.executable
+    sandbox.check()
+    return sandbox, python
+
+
+def make_store(settings: Settings) -> ArtifactStore:
+    if settings.artifact_store == "redis":
+        import redis
+
+        return RedisArtifactStore(redis.Redis.from_url(settings.redis_url))
+    return LocalArtifactStore(settings.artifact_dir)
+
+
+def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path) -> None:
+    """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
+    from evalsvc.build.pch import DEFAULT_FLAGSETS, pch_subdir
+    from evalsvc.sandbox.base import Mount
+
+    if all((pch_dir / pch_subdir(f) / "torch" / "extension.h.gch").exists() for f in DEFAULT_FLAGSETS):
+        return
+    pch_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(pch_dir, 0o777)
+    run = sandbox.run(
+        [python, "-m", "evalsvc.build.pch", "/pch"],
+        [Mount(pch_dir, "/pch", read_only=False)],
+        SandboxLimits(wall_seconds=1800),
+        {},
+    )
+    if run.exit_code != 0:
+        raise SandboxUnavailable(f"building precompiled headers failed: {run.output[-2000:]}")
+
+
+def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = True) -> Compiler:
+    sandbox, python = make_sandbox(settings)
+    toolchain = probe_toolchain(sandbox, python)
+    if with_pch:
+        ensure_pch(sandbox, python, settings.pch_dir)
+    limits = SandboxLimits(
+        wall_seconds=settings.compile_timeout_s,
+        memory_bytes=settings.compile_memory_bytes,
+        cpus=settings.compile_cpus,
+    )
+    return Compiler(
+        sandbox,
+        store,
+        toolchain,
+        cuda_arch=settings.cuda_arch,
+        limits=limits,
+        python=python,
+        pch_dir=settings.pch_dir if with_pch else None,
+    )
+
+
+def make_engine(settings: Settings, with_pch: bool = True):  # type: ignore[no-untyped-def]
+    """Compiler + judge for one device. Imports torch: call it only in processes that evaluate."""
+    from evalsvc.engine.baselines import MemoryBaselineCache
+    from evalsvc.engine.evaluate import Engine
+    from evalsvc.engine.judge import Judge
+    from evalsvc.engine.launcher import RunnerLauncher, RunnerLimits
+
+    store = make_store(settings)
+    compiler = make_compiler(settings, store, with_pch)
+    settings.scratch_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(settings.scratch_dir, 0o711)
+    isolate = settings.runner_isolation is RunnerIsolation.PROCESS
+    if isolate and os.geteuid() != 0:
+        raise SandboxUnavailable(
+            "runner isolation 'process' needs root to drop privileges and unshare the "
+            "network; run as root or set EVALSVC_RUNNER_ISOLATION=none (trusted use only)"
+        )
+    launcher = RunnerLauncher(
+        settings.device,
+        isolate,
+        RunnerLimits(memory_bytes=settings.runner_memory_bytes),
+        scratch_root=settings.scratch_dir,
+    )
+    judge = Judge(settings.device, launcher, MemoryBaselineCache())
+    return Engine(compiler, judge, store, worker=settings.worker_name)
