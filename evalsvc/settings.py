@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     compile_timeout_s: float = 300.0
     compile_memory_bytes: int = 8 * 1024**3
     compile_cpus: float = 2.0
+    cuda_home: str = "/usr/local/cuda"
     cuda_arch: str = Field("90a", description="nvcc target, e.g. 90a for Hopper (wgmma, TMA)")
     runner_isolation: RunnerIsolation = RunnerIsolation.PROCESS
     runner_memory_bytes: int = 16 * 1024**3

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -39,7 +38,7 @@ def make_store(settings: Settings) -> ArtifactStore:
     return LocalArtifactStore(settings.artifact_dir)
 
 
-def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path) -> None:
+def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: str) -> None:
     """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
     from evalsvc.build.pch import DEFAULT_FLAGSETS, pch_subdir
     from evalsvc.sandbox.base import Mount
@@ -52,7 +51,7 @@ def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path) -> None:
         [python, "-m", "evalsvc.build.pch", "/pch"],
         [Mount(pch_dir, "/pch", read_only=False)],
         SandboxLimits(wall_seconds=1800),
-        {},
+        {"CUDA_HOME": cuda_home},
     )
     if run.exit_code != 0:
         raise SandboxUnavailable(f"building precompiled headers failed: {run.output[-2000:]}")
@@ -60,9 +59,9 @@ def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path) -> None:
 
 def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = True) -> Compiler:
     sandbox, python = make_sandbox(settings)
-    toolchain = probe_toolchain(sandbox, python)
+    toolchain = probe_toolchain(sandbox, python, {"CUDA_HOME": settings.cuda_home})
     if with_pch:
-        ensure_pch(sandbox, python, settings.pch_dir)
+        ensure_pch(sandbox, python, settings.pch_dir, settings.cuda_home)
     limits = SandboxLimits(
         wall_seconds=settings.compile_timeout_s,
         memory_bytes=settings.compile_memory_bytes,
@@ -76,6 +75,7 @@ def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = Tru
         limits=limits,
         python=python,
         pch_dir=settings.pch_dir if with_pch else None,
+        env={"CUDA_HOME": settings.cuda_home},
     )
 
 

@@ -1,0 +1,138 @@
+"""The service's request and state documents (pydantic, no torch): shared by gateway, queue and SDK."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field, model_validator
+
+from evalsvc.core.options import EvalOptions
+from evalsvc.core.results import CompileReport, EvaluationResult, Status
+from evalsvc.core.solutions import Solution
+from evalsvc.core.tasks import TaskSpec
+
+
+class State(StrEnum):
+    QUEUED = "queued"
+    COMPILING = "compiling"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class JobKind(StrEnum):
+    EVALUATE = "evaluate"
+    COMPILE = "compile"
+
+
+class EvaluationRequest(BaseModel):
+    """A solution for a task, given by id or inline."""
+
+    task_id: str | None = Field(None, max_length=64)
+    task: TaskSpec | None = None
+    solution: Solution
+    options: EvalOptions = Field(default_factory=EvalOptions)
+    device_class: str = Field("default", max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @model_validator(mode="after")
+    def _one_task(self) -> EvaluationRequest:
+        if (self.task_id is None) == (self.task is None):
+            raise ValueError("give exactly one of task_id or task")
+        return self
+
+
+class CompileRequest(BaseModel):
+    solution: Solution
+
+
+class BatchRequest(BaseModel):
+    evaluations: list[EvaluationRequest] = Field(min_length=1)
+
+
+class Job(BaseModel):
+    """The system of record for one evaluation or compile job, kept in Redis."""
+
+    id: str
+    kind: JobKind
+    state: State
+    task_id: str | None = None
+    solution: Solution
+    options: EvalOptions = Field(default_factory=EvalOptions)
+    device_class: str = "default"
+    tenant: str = "anonymous"
+    created_at: float
+    updated_at: float
+    attempts: int = 0
+    artifact_key: str | None = None
+    queue: str | None = None
+    result: EvaluationResult | None = None
+    compile_report: CompileReport | None = None
+
+
+class EvaluationView(BaseModel):
+    """What clients see of an evaluation."""
+
+    id: str
+    state: State
+    task_id: str | None
+    created_at: float
+    updated_at: float
+    attempts: int
+    deduplicated: bool = False
+    status: Status | None = None
+    reward: float | None = None
+    result: EvaluationResult | None = None
+
+    @classmethod
+    def of(cls, job: Job, deduplicated: bool = False) -> EvaluationView:
+        r = job.result
+        return cls(
+            id=job.id,
+            state=job.state,
+            task_id=job.task_id,
+            created_at=job.created_at,
+            updated_at=job.updated_at,
+            attempts=job.attempts,
+            deduplicated=deduplicated,
+            status=r.status if r else None,
+            reward=r.reward if r else None,
+            result=r,
+        )
+
+
+class BatchItem(BaseModel):
+    id: str
+    state: State
+    status: Status | None = None
+    reward: float | None = None
+
+
+class BatchView(BaseModel):
+    id: str
+    total: int
+    done: int
+    items: list[BatchItem]
+
+
+class CompileView(BaseModel):
+    id: str
+    state: State
+    status: Status | None = None
+    report: CompileReport | None = None
+    message: str | None = None
+
+
+class TaskView(BaseModel):
+    id: str
+    name: str | None
+    meta: dict
+    created_at: float
+
+
+class WorkerInfo(BaseModel):
+    queue: str
+    kind: str  # "compile" or "gpu"
+    device_class: str
+    device: str
+    hostname: str
+    pid: int
+    heartbeat_at: float
