@@ -38,14 +38,14 @@ def eval_cmd(
     from evalsvc.render import render_result
     from evalsvc.sandbox.base import SandboxUnavailable
     from evalsvc.settings import Settings
-    from evalsvc.wiring import make_engine
+    from evalsvc.wiring import make_local_pipeline
 
     overrides = {"device": device} if device else {}
     settings = Settings(**overrides)
     try:
         task_spec = read_task(task, meta)
         sol = read_solution(solution)
-        engine = make_engine(settings)
+        engine = make_local_pipeline(settings)
     except SandboxUnavailable as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     runner_memory_bytes: int = 16 * 1024**3
     artifact_store: str = Field("local", description="'local' (data_dir) or 'redis'")
     worker_name: str | None = None
+    worker_kind: str = Field("compile", description="'compile' or 'gpu' (set by `evalsvc worker`)")
+    worker_queue: str | None = Field(None, description="a GPU worker's own queue, e.g. gpu.<uuid>")
+    device_class: str = Field("cpu", description="the class this GPU worker serves, e.g. H200")
+    max_attempts: int = Field(3, ge=1, description="deliveries of one job before it fails for good")
+    redelivery_after_s: int = Field(900, description="an unacked job goes back to its queue after this")
+    retention_s: int = Field(7 * 86400, description="how long finished jobs and results are kept")
 
     @property
     def artifact_dir(self) -> Path:

@@ -79,22 +79,20 @@ def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = Tru
     )
 
 
-def make_engine(settings: Settings, with_pch: bool = True):  # type: ignore[no-untyped-def]
-    """Compiler + judge for one device. Imports torch: call it only in processes that evaluate."""
+def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no-untyped-def]
+    """The judge side for one device. Imports torch: call it only in processes that evaluate."""
     from evalsvc.engine.baselines import MemoryBaselineCache
-    from evalsvc.engine.evaluate import Engine
+    from evalsvc.engine.evaluate import Evaluator
     from evalsvc.engine.judge import Judge
     from evalsvc.engine.launcher import RunnerLauncher, RunnerLimits
 
-    store = make_store(settings)
-    compiler = make_compiler(settings, store, with_pch)
     settings.scratch_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(settings.scratch_dir, 0o711)
     isolate = settings.runner_isolation is RunnerIsolation.PROCESS
     if isolate and os.geteuid() != 0:
         raise SandboxUnavailable(
-            "runner isolation 'process' needs root to drop privileges and unshare the "
-            "network; run as root or set EVALSVC_RUNNER_ISOLATION=none (trusted use only)"
+            "runner isolation 'process' needs root to drop privileges and unshare the network; "
+            "run as root or set EVALSVC_RUNNER_ISOLATION=none (trusted local use only)"
         )
     launcher = RunnerLauncher(
         settings.device,
@@ -103,4 +101,12 @@ def make_engine(settings: Settings, with_pch: bool = True):  # type: ignore[no-u
         scratch_root=settings.scratch_dir,
     )
     judge = Judge(settings.device, launcher, MemoryBaselineCache())
-    return Engine(compiler, judge, store, worker=settings.worker_name)
+    return Evaluator(judge, store, worker=settings.worker_name)
+
+
+def make_local_pipeline(settings: Settings):  # type: ignore[no-untyped-def]
+    """Compiler + evaluator in one process (the CLI's `eval`)."""
+    from evalsvc.engine.evaluate import LocalPipeline
+
+    store = make_store(settings)
+    return LocalPipeline(make_compiler(settings, store), make_evaluator(settings, store))

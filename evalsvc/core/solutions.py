@@ -6,7 +6,7 @@ import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from evalsvc.core.hashing import content_hash
 
@@ -72,6 +72,11 @@ class Solution(BaseModel):
             return "model_new.py"
         pys = [k for k in self.files if k.endswith(".py")]
         return "solution.py" if "solution.py" in self.files else (pys[0] if pys else "solution.py")
+
+    @model_validator(mode="after")
+    def _layout(self) -> Solution:
+        self.check_layout()
+        return self
 
     def check_layout(self) -> None:
         if self.entry not in self.files:

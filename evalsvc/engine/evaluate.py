@@ -1,6 +1,7 @@
-"""One evaluation end to end: compile (or cache hit), judge, reward, one result document.
+"""One evaluation: judge a compiled artifact, reward it, and return one result document.
 
-The CLI and the workers both call this; every failure of the candidate becomes a status here.
+`Evaluator` is the GPU side (it never compiles); `LocalPipeline` is compile-then-evaluate for the CLI.
+Every failure of the candidate becomes a status here, and our own bugs an `internal_error` document.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import torch
 
-from evalsvc.build.stage import CompileOutcome, Compiler
+from evalsvc.build.stage import Compiler
 from evalsvc.core.options import EvalOptions
-from evalsvc.core.results import EvaluationResult, Provenance, Speedup, Status
+from evalsvc.core.outcomes import compile_failure, failure
+from evalsvc.core.results import CompileReport, EvaluationResult, Provenance, Speedup, Status
 from evalsvc.core.rewards import speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
@@ -24,64 +26,56 @@ from evalsvc.engine.taskload import load_task
 from evalsvc.store.artifacts import ArtifactStore
 
 
-def failure(status: Status, message: str, options: EvalOptions, **extra: object) -> EvaluationResult:
-    reward, milestone = options.schedule.score(status, speedup_evidence(None, None, None))
-    return EvaluationResult(status=status, reward=reward, milestone=milestone, message=message, **extra)
-
-
-class Engine:
-    def __init__(
-        self, compiler: Compiler, judge: Judge, store: ArtifactStore, worker: str | None = None
-    ) -> None:
-        self.compiler = compiler
+class Evaluator:
+    def __init__(self, judge: Judge, store: ArtifactStore, worker: str | None = None) -> None:
         self.judge = judge
         self.store = store
         self.worker = worker
 
-    def compile(self, solution: Solution) -> CompileOutcome:
-        return self.compiler.compile(solution)
-
-    def evaluate(self, task_spec: TaskSpec, solution: Solution, options: EvalOptions) -> EvaluationResult:
+    def evaluate(
+        self,
+        task_spec: TaskSpec,
+        solution: Solution,
+        artifact_key: str,
+        report: CompileReport,
+        options: EvalOptions,
+    ) -> EvaluationResult:
         start = time.monotonic()
         try:
-            result = self._evaluate(task_spec, solution, options)
+            result = self._evaluate(task_spec, solution, artifact_key, report, options)
         except Exception as e:  # a bug of ours; the document still says what happened
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3))
-            result = failure(Status.INTERNAL_ERROR, f"internal error: {tb[-2000:]}", options)
+            result = failure(Status.INTERNAL_ERROR, f"internal error: {tb[-2000:]}", options, compile=report)
         result.duration_s = time.monotonic() - start
         return result
 
-    def _evaluate(self, task_spec: TaskSpec, solution: Solution, options: EvalOptions) -> EvaluationResult:
+    def _evaluate(
+        self,
+        task_spec: TaskSpec,
+        solution: Solution,
+        artifact_key: str,
+        report: CompileReport,
+        options: EvalOptions,
+    ) -> EvaluationResult:
         try:
-            solution.check_layout()
             task = load_task(task_spec)
-        except (InvalidSolution, InvalidTask) as e:
-            return failure(
-                Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR, str(e), options
-            )
-        outcome = self.compiler.compile(solution)
-        if outcome.status is not Status.OK or outcome.artifact_key is None:
-            return failure(
-                outcome.status,
-                outcome.message or "compilation failed",
-                options,
-                compile=outcome.report,
-                findings=outcome.findings,
-            )
+        except InvalidTask as e:
+            return failure(Status.INTERNAL_ERROR, f"invalid task: {e}", options, compile=report)
         with tempfile.TemporaryDirectory(prefix="evalsvc-art-") as tmp:
             artifact = Path(tmp) / "artifact"
-            if not self.store.fetch(outcome.artifact_key, artifact):
-                return failure(Status.INTERNAL_ERROR, "artifact vanished from the store", options)
+            if not self.store.fetch(artifact_key, artifact):
+                return failure(Status.INTERNAL_ERROR, f"artifact {artifact_key} is not in the store", options)
             verdict = self.judge.evaluate(task, artifact, options)
-        return self._result(verdict, outcome, task_spec, solution, options)
+        return self._result(verdict, report, task_spec, solution, options, artifact_key)
 
     def _result(
         self,
         verdict: Verdict,
-        outcome: CompileOutcome,
+        report: CompileReport,
         task_spec: TaskSpec,
         solution: Solution,
         options: EvalOptions,
+        artifact_key: str,
     ) -> EvaluationResult:
         t = verdict.timings
         evidence = speedup_evidence(t.candidate, t.eager, t.compiled)
@@ -94,7 +88,7 @@ class Engine:
             driver=snap.get("driver"),
             torch_version=torch.__version__,
             cuda_version=torch.version.cuda,
-            toolchain_hash=self.compiler.toolchain.hash,
+            toolchain_hash=artifact_key,
             sm_clock_mhz=snap.get("sm_clock_mhz"),
             temperature_c=snap.get("temperature_c"),
             tf32=task_spec.meta.tf32,
@@ -113,7 +107,35 @@ class Engine:
             speedup=Speedup(eager=evidence.eager, compile=evidence.compile) if ok else Speedup(),
             timings=t,
             correctness=verdict.correctness,
-            compile=outcome.report,
+            compile=report,
             findings=verdict.findings,
             provenance=prov,
         )
+
+
+class LocalPipeline:
+    """Compile, then evaluate, in this process: the CLI's `eval`."""
+
+    def __init__(self, compiler: Compiler, evaluator: Evaluator) -> None:
+        self.compiler = compiler
+        self.evaluator = evaluator
+
+    def evaluate(self, task_spec: TaskSpec, solution: Solution, options: EvalOptions) -> EvaluationResult:
+        start = time.monotonic()
+        try:
+            solution.check_layout()
+            task_spec.check_syntax()
+        except (InvalidSolution, InvalidTask) as e:
+            status = Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR
+            return failure(status, str(e), options)
+        outcome = self.compiler.compile(solution)
+        if outcome.status is not Status.OK or outcome.artifact_key is None:
+            result = compile_failure(
+                outcome.status, outcome.message, outcome.report, outcome.findings, options
+            )
+        else:
+            result = self.evaluator.evaluate(
+                task_spec, solution, outcome.artifact_key, outcome.report, options
+            )
+        result.duration_s = time.monotonic() - start
+        return result

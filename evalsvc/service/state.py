@@ -1,0 +1,190 @@
+"""Redis as the system of record: tasks, jobs, dedup and idempotency keys, batches, worker heartbeats.
+
+Celery only carries job ids; every state change and every result lands here. A result is written once:
+the finishing write is a Lua script that refuses a job already `done`, so a redelivered task can never
+count twice.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+
+import redis
+
+from evalsvc.core.results import CompileReport, EvaluationResult
+from evalsvc.core.tasks import TaskSpec
+from evalsvc.service.records import Job, State, TaskView, WorkerInfo
+
+P = "evalsvc:"
+
+_FINISH = """
+if redis.call('HGET', KEYS[1], 'state') == false then return -1 end
+if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', 'done')
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
+return 1
+"""
+
+_ADVANCE = """
+local s = redis.call('HGET', KEYS[1], 'state')
+if s == false or s == 'done' then return 0 end
+redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', ARGV[2])
+return 1
+"""
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+class JobStore:
+    def __init__(
+        self, client: redis.Redis, retention_s: int = 7 * 86400, idempotency_ttl_s: int = 86400
+    ) -> None:
+        self.r = client
+        self.retention_s = retention_s
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self._finish = client.register_script(_FINISH)
+        self._advance = client.register_script(_ADVANCE)
+
+    # tasks -------------------------------------------------------------------------------------------
+    def put_task(self, spec: TaskSpec) -> tuple[str, bool]:
+        tid = spec.id
+        doc = json.dumps({"spec": spec.model_dump(mode="json"), "created_at": time.time()})
+        created = bool(self.r.set(P + "task:" + tid, doc, nx=True))
+        if created:
+            self.r.zadd(P + "tasks", {tid: time.time()})
+        return tid, created
+
+    def get_task(self, task_id: str) -> TaskSpec | None:
+        raw = self.r.get(P + "task:" + task_id)
+        return TaskSpec.model_validate(json.loads(raw)["spec"]) if raw else None
+
+    def task_view(self, task_id: str) -> TaskView | None:
+        raw = self.r.get(P + "task:" + task_id)
+        if not raw:
+            return None
+        d = json.loads(raw)
+        return TaskView(
+            id=task_id, name=d["spec"].get("name"), meta=d["spec"]["meta"], created_at=d["created_at"]
+        )
+
+    def list_tasks(self, offset: int = 0, limit: int = 100) -> list[TaskView]:
+        ids = self.r.zrange(P + "tasks", offset, offset + limit - 1)
+        views = [self.task_view(i.decode()) for i in ids]
+        return [v for v in views if v is not None]
+
+    # jobs --------------------------------------------------------------------------------------------
+    def _job_key(self, job_id: str) -> str:
+        return P + "job:" + job_id
+
+    def create_job(self, job: Job, dedup_key: str | None, idempotency_key: str | None) -> tuple[Job, bool]:
+        """Store a new job, or return the existing one for the same idempotency or dedup key."""
+        if idempotency_key:
+            existing = self._claim(P + "idem:" + idempotency_key, job.id, self.idempotency_ttl_s)
+            if existing:
+                found = self.get_job(existing)
+                if found is not None:
+                    return found, True
+        if dedup_key:
+            existing = self._claim(P + "dedup:" + dedup_key, job.id, self.retention_s)
+            if existing:
+                found = self.get_job(existing)
+                if found is not None and _reusable(found):
+                    if idempotency_key:
+                        self.r.set(P + "idem:" + idempotency_key, found.id, ex=self.idempotency_ttl_s)
+                    return found, True
+                self.r.set(P + "dedup:" + dedup_key, job.id, ex=self.retention_s)
+        pipe = self.r.pipeline()
+        pipe.hset(self._job_key(job.id), mapping={"doc": job.model_dump_json(), "state": job.state.value})
+        pipe.expire(self._job_key(job.id), self.retention_s)
+        pipe.incr(P + "inflight:" + job.tenant)
+        pipe.execute()
+        return job, False
+
+    def _claim(self, key: str, value: str, ttl: int) -> str | None:
+        """SET NX; returns the value already there, or None when this call claimed the key."""
+        if self.r.set(key, value, nx=True, ex=ttl):
+            return None
+        raw = self.r.get(key)
+        return raw.decode() if raw else None
+
+    def get_job(self, job_id: str) -> Job | None:
+        raw = self.r.hget(self._job_key(job_id), "doc")
+        return Job.model_validate_json(raw) if raw else None
+
+    def advance(self, job: Job, state: State) -> bool:
+        """Move a job that is not done yet to `state` (and save its other fields)."""
+        job.state = state
+        job.updated_at = time.time()
+        return bool(self._advance(keys=[self._job_key(job.id)], args=[job.model_dump_json(), state.value]))
+
+    def bump_attempts(self, job_id: str) -> int:
+        job = self.get_job(job_id)
+        if job is None or job.state is State.DONE:
+            return 0
+        job.attempts += 1
+        self.advance(job, job.state)
+        return job.attempts
+
+    def finish(
+        self, job: Job, result: EvaluationResult | None = None, report: CompileReport | None = None
+    ) -> bool:
+        """Record the terminal result once; False when the job was already done (or is gone)."""
+        job.state = State.DONE
+        job.updated_at = time.time()
+        if result is not None:
+            job.result = result
+        if report is not None:
+            job.compile_report = report
+        keys = [self._job_key(job.id), P + "inflight:" + job.tenant]
+        return self._finish(keys=keys, args=[job.model_dump_json(), self.retention_s]) == 1
+
+    def inflight(self, tenant: str) -> int:
+        return int(self.r.get(P + "inflight:" + tenant) or 0)
+
+    # batches -----------------------------------------------------------------------------------------
+    def create_batch(self, job_ids: list[str], idempotency_key: str | None = None) -> tuple[str, bool]:
+        bid = new_id("b")
+        if idempotency_key:
+            existing = self._claim(P + "idem:" + idempotency_key, bid, self.idempotency_ttl_s)
+            if existing:
+                return existing, True
+        self.r.set(P + "batch:" + bid, json.dumps(job_ids), ex=self.retention_s)
+        return bid, False
+
+    def get_batch(self, batch_id: str) -> list[str] | None:
+        raw = self.r.get(P + "batch:" + batch_id)
+        return json.loads(raw) if raw else None
+
+    def get_jobs(self, job_ids: list[str]) -> list[Job | None]:
+        pipe = self.r.pipeline()
+        for j in job_ids:
+            pipe.hget(self._job_key(j), "doc")
+        return [Job.model_validate_json(raw) if raw else None for raw in pipe.execute()]
+
+    # workers -----------------------------------------------------------------------------------------
+    def heartbeat(self, info: WorkerInfo, ttl_s: int = 15) -> None:
+        self.r.set(P + "worker:" + info.queue + ":" + info.hostname, info.model_dump_json(), ex=ttl_s)
+
+    def workers(self) -> list[WorkerInfo]:
+        keys = list(self.r.scan_iter(P + "worker:*", count=1000))
+        raws = self.r.mget(keys) if keys else []
+        return [WorkerInfo.model_validate_json(r) for r in raws if r]
+
+    def queue_depth(self, queue: str) -> int:
+        return int(self.r.llen(queue))
+
+    def idempotent_lookup(self, key: str) -> str | None:
+        raw = self.r.get(P + "idem:" + key)
+        return raw.decode() if raw else None
+
+
+def _reusable(job: Job) -> bool:
+    """A finished job is served again unless it ended in our own error (worth a fresh try)."""
+    return not (
+        job.state is State.DONE and job.result is not None and job.result.status.value == "internal_error"
+    )

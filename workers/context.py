@@ -1,0 +1,128 @@
+"""What a worker process holds for its whole life: settings, the job store, and its engine half."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from functools import cached_property
+
+import redis
+
+from evalsvc.core.outcomes import compile_failure, failure
+from evalsvc.core.results import EvaluationResult, Status
+from evalsvc.service.records import Job, JobKind, State, WorkerInfo
+from evalsvc.service.routing import gpu_queue_for
+from evalsvc.service.state import JobStore
+from evalsvc.settings import Settings
+from evalsvc.wiring import make_store
+
+log = logging.getLogger("evalsvc.worker")
+
+
+class WorkerContext:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.redis = redis.Redis.from_url(settings.redis_url)
+        self.jobs = JobStore(self.redis, retention_s=settings.retention_s)
+        self.store = make_store(settings)
+
+    @cached_property
+    def compiler(self):  # type: ignore[no-untyped-def]
+        from evalsvc.wiring import make_compiler
+
+        return make_compiler(self.settings, self.store)
+
+    @cached_property
+    def evaluator(self):  # type: ignore[no-untyped-def]
+        from evalsvc.wiring import make_evaluator
+
+        return make_evaluator(self.settings, self.store)
+
+    def finish(self, job: Job, result: EvaluationResult | None = None, **kw: object) -> bool:
+        written = self.jobs.finish(job, result=result, **kw)  # type: ignore[arg-type]
+        if not written:
+            log.info("job %s was already done; result of this attempt dropped", job.id)
+        return written
+
+    def compile_and_route(self, job: Job) -> None:
+        outcome = self.compiler.compile(job.solution)
+        job.compile_report = outcome.report
+        job.artifact_key = outcome.artifact_key
+        if job.kind is JobKind.COMPILE:
+            self.finish(
+                job,
+                compile_failure(
+                    outcome.status, outcome.message, outcome.report, outcome.findings, job.options
+                )
+                if outcome.status is not Status.OK
+                else None,
+                report=outcome.report,
+            )
+            return
+        if outcome.status is not Status.OK or outcome.artifact_key is None:
+            self.finish(
+                job,
+                compile_failure(
+                    outcome.status, outcome.message, outcome.report, outcome.findings, job.options
+                ),
+            )
+            return
+        depth = {w.queue: self.jobs.queue_depth(w.queue) for w in self.jobs.workers() if w.kind == "gpu"}
+        queue = gpu_queue_for(self.jobs.workers(), job.device_class, depth)
+        if queue is None:
+            self.finish(
+                job,
+                failure(
+                    Status.INTERNAL_ERROR,
+                    f"no live GPU worker serves device class {job.device_class!r}",
+                    job.options,
+                    compile=outcome.report,
+                ),
+            )
+            return
+        job.queue = queue
+        job.attempts = 0
+        if self.jobs.advance(job, State.RUNNING):
+            from workers.tasks import evaluate_job
+
+            evaluate_job.apply_async(args=[job.id], queue=queue)
+
+    def evaluate(self, job: Job) -> None:
+        task = self.jobs.get_task(job.task_id or "")
+        if task is None:
+            self.finish(job, failure(Status.INTERNAL_ERROR, f"task {job.task_id} is gone", job.options))
+            return
+        assert job.artifact_key is not None and job.compile_report is not None
+        result = self.evaluator.evaluate(
+            task, job.solution, job.artifact_key, job.compile_report, job.options
+        )
+        self.finish(job, result)
+
+    def start_heartbeat(self, kind: str, queue: str, device: str, device_class: str) -> None:
+        info = WorkerInfo(
+            queue=queue,
+            kind=kind,
+            device_class=device_class,
+            device=device,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            heartbeat_at=time.time(),
+        )
+
+        def beat() -> None:
+            while True:
+                info.heartbeat_at = time.time()
+                try:
+                    self.jobs.heartbeat(info)
+                except redis.RedisError:
+                    log.warning("heartbeat failed: Redis unreachable")
+                time.sleep(5)
+
+        threading.Thread(target=beat, name="evalsvc-heartbeat", daemon=True).start()
+
+
+def current_context() -> WorkerContext:
+    return WorkerContext(Settings())
