@@ -60,9 +60,199 @@ def eval_cmd(
         sys.stdout.write(render_result(result) + "\n")
 
 
-def main() -> None:
-    app()
+@app.command()
+def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
+    """Run the HTTP gateway (uvicorn)."""
+    import uvicorn
+
+    from evalsvc.api.app import create_app
+    from evalsvc.settings import Settings
+
+    if workers > 1:
+        uvicorn.run(
+            "evalsvc.api.app:create_app_from_env", factory=True, host=host, port=port, workers=workers
+        )
+    else:
+        uvicorn.run(create_app(Settings()), host=host, port=port, log_level="warning")
+
+
+@app.command()
+def worker(
+    kind: Annotated[str, typer.Argument(help="compile or gpu")],
+    device: Annotated[str, typer.Option(help="gpu workers: cpu or cuda:N")] = "cpu",
+    queue: Annotated[str | None, typer.Option(help="gpu workers: queue name (default gpu.<uuid>)")] = None,
+    device_class: Annotated[str | None, typer.Option(help="gpu workers: class, e.g. H200")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="compile workers: parallel jobs (default: cores)")
+    ] = None,
+) -> None:
+    """Run a Celery worker: `compile` (CPU, Docker sandbox) or `gpu` (one device, concurrency 1)."""
+    import os
+    import socket
+
+    from celery.signals import worker_ready
+
+    if kind not in ("compile", "gpu"):
+        raise typer.BadParameter("kind must be 'compile' or 'gpu'")
+    host = socket.gethostname()
+    if kind == "gpu":
+        queue = queue or (f"gpu.cpu-{host}" if device == "cpu" else f"gpu.{_gpu_uuid(device)}")
+        device_class = device_class or ("cpu" if device == "cpu" else _gpu_class(device))
+        os.environ.update(
+            EVALSVC_DEVICE=device, EVALSVC_WORKER_QUEUE=queue, EVALSVC_DEVICE_CLASS=device_class
+        )
+    os.environ["EVALSVC_WORKER_KIND"] = kind
+    os.environ.setdefault("EVALSVC_WORKER_NAME", f"{kind}-{queue or 'compile'}@{host}")
+    from workers.celery_app import COMPILE_QUEUE
+    from workers.celery_app import app as celery_app
+    from workers.tasks import _ctx
+
+    @worker_ready.connect
+    def _beat(**_: object) -> None:
+        if kind == "gpu":
+            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu")
+        else:
+            _ctx().start_heartbeat("compile", COMPILE_QUEUE, "cpu", "cpu")
+
+    argv = [
+        "worker",
+        "--loglevel",
+        "INFO",
+        "-n",
+        os.environ["EVALSVC_WORKER_NAME"],
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if kind == "gpu":
+        argv += ["-Q", queue or "", "-P", "solo", "-c", "1"]
+    else:
+        argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
+    celery_app.worker_main(argv=argv)
+
+
+def _gpu_uuid(device: str) -> str:
+    from evalsvc.stack import visible_gpus
+
+    idx = int(device.split(":")[1]) if ":" in device else 0
+    uuids = visible_gpus()
+    return uuids[idx] if idx < len(uuids) else f"cuda{idx}"
+
+
+def _gpu_class(device: str) -> str:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+        idx = int(device.split(":")[1]) if ":" in device else 0
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(idx))
+        name = name.decode() if isinstance(name, bytes) else name
+        return name.replace("NVIDIA ", "").split()[0]
+    except Exception:
+        return "cuda"
+
+
+@app.command()
+def up(
+    data_dir: Annotated[Path, typer.Option(help="state, logs, artifacts")] = Path("var"),
+    port: int = 8000,
+    demo: Annotated[bool, typer.Option(help="evaluate a bundled example through the API")] = True,
+    exit_after_demo: Annotated[bool, typer.Option(help="stop everything after the demo")] = False,
+) -> None:
+    """Start Redis, the gateway, a compile worker and one worker per GPU (a CPU worker without one)."""
+    import os
+    import time
+
+    from evalsvc.stack import Stack, visible_gpus
+
+    data_dir = data_dir.resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    redis_url = os.environ.get("EVALSVC_REDIS_URL", "redis://127.0.0.1:6379/0")
+    stack = Stack(data_dir=data_dir, redis_url=redis_url, port=port)
+    gpus = visible_gpus()
+    code = 0
+    try:
+        stack.start_redis()
+        stack.start_services(gpus)
+        typer.echo(
+            f"starting: redis, gateway :{port}, compile worker, "
+            f"{len(gpus) or 'a CPU'} device worker(s); logs in {data_dir / 'logs'}"
+        )
+        stack.wait_ready()
+        typer.echo("ready")
+        if demo:
+            code = _demo(f"http://127.0.0.1:{port}", "cuda" if gpus else "cpu")
+        if not exit_after_demo:
+            while True:
+                stack.check_alive()
+                time.sleep(2)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as e:
+        typer.echo(f"error: {e}", err=True)
+        code = 1
+    finally:
+        stack.stop()
+    raise typer.Exit(code)
+
+
+def _demo(base_url: str, device: str) -> int:
+    from evalsvc.suite import example_pair
+    from evalsvc.render import render_result
+    from evalsvc.sdk import Client
+
+    task, solution = example_pair("l1/relu", device)
+    with Client(base_url) as client:
+        typer.echo(f"evaluating the bundled example l1/relu ({device}) through {base_url} ...")
+        view = client.evaluate(task, solution, timeout=1800)
+    if view.result is None:
+        typer.echo(f"no result (state {view.state})", err=True)
+        return 1
+    typer.echo(render_result(view.result))
+    typer.echo(f"REWARD {view.reward}")
+    return 0
+
+
+@app.command()
+def submit(
+    task: Annotated[Path, typer.Option(exists=True, dir_okay=False)],
+    solution: Annotated[Path, typer.Option(exists=True)],
+    url: Annotated[str, typer.Option(envvar="EVALSVC_URL")] = "http://127.0.0.1:8000",
+    api_key: Annotated[str | None, typer.Option(envvar="EVALSVC_API_KEY")] = None,
+    wait: Annotated[bool, typer.Option(help="wait for the result")] = False,
+) -> None:
+    """Submit a solution to a running service; prints the evaluation id (or the result with --wait)."""
+    from evalsvc.cli_files import read_solution, read_task
+    from evalsvc.render import render_result
+    from evalsvc.sdk import Client
+
+    with Client(url, api_key) as client:
+        view = client.submit(read_task(task), read_solution(solution))
+        if not wait:
+            typer.echo(view.id)
+            return
+        view = client.wait(view.id)
+    typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state}")
+
+
+@app.command("wait")
+def wait_cmd(
+    evaluation_id: str,
+    url: Annotated[str, typer.Option(envvar="EVALSVC_URL")] = "http://127.0.0.1:8000",
+    api_key: Annotated[str | None, typer.Option(envvar="EVALSVC_API_KEY")] = None,
+    timeout: float = 600,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Wait for an evaluation and print its result."""
+    from evalsvc.render import render_result
+    from evalsvc.sdk import Client
+
+    with Client(url, api_key) as client:
+        view = client.wait(evaluation_id, timeout)
+    if as_json:
+        typer.echo(view.model_dump_json(indent=2))
+    else:
+        typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state}")
 
 
 if __name__ == "__main__":
-    main()
+    app()
