@@ -196,9 +196,9 @@ def up(
 
 
 def _demo(base_url: str, device: str) -> int:
-    from evalsvc.suite import example_pair
     from evalsvc.render import render_result
     from evalsvc.sdk import Client
+    from evalsvc.suite import example_pair
 
     task, solution = example_pair("l1/relu", device)
     with Client(base_url) as client:
