@@ -38,7 +38,9 @@ def cases(device: str | None = None) -> list[SuiteCase]:
     for t in data["tasks"]:
         for s in t["solutions"]:
             if device is None or s["device"] == device:
-                out.append(SuiteCase(t["id"], EXAMPLES / t["task"], EXAMPLES / s["path"], s["device"], s["expect"]))
+                out.append(
+                    SuiteCase(t["id"], EXAMPLES / t["task"], EXAMPLES / s["path"], s["device"], s["expect"])
+                )
     return out
 
 
