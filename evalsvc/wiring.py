@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -17,9 +18,13 @@ def make_sandbox(settings: Settings) -> tuple[CompileSandbox, str]:
     if settings.compile_backend is CompileBackend.DOCKER:
         from evalsvc.sandbox.docker_sandbox import DockerSandbox, host_toolchain_mounts
 
-        sandbox: CompileSandbox = DockerSandbox(
-            image=settings.compile_image, toolchain=host_toolchain_mounts()
+        owner = settings.worker_name or f"{socket.gethostname()}-compile"
+        docker_sandbox = DockerSandbox(
+            owner=owner, image=settings.compile_image, toolchain_mounts=host_toolchain_mounts()
         )
+        docker_sandbox.check()
+        docker_sandbox.reap_leftovers()
+        sandbox: CompileSandbox = docker_sandbox
         python = "python3"
     else:
         from evalsvc.sandbox.process_sandbox import ProcessSandbox
