@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     cuda_arch: str = Field("90a", description="nvcc target, e.g. 90a for Hopper (wgmma, TMA)")
     runner_isolation: RunnerIsolation = RunnerIsolation.PROCESS
     runner_memory_bytes: int = 16 * 1024**3
+    runner_call_timeout_s: float = Field(60.0, description="watchdog for one candidate call")
     artifact_store: str = Field("local", description="'local' (data_dir) or 'redis'")
     worker_name: str | None = None
     worker_kind: str = Field("compile", description="'compile' or 'gpu' (set by `evalsvc worker`)")
@@ -42,6 +43,27 @@ class Settings(BaseSettings):
     max_attempts: int = Field(3, ge=1, description="deliveries of one job before it fails for good")
     redelivery_after_s: int = Field(900, description="an unacked job goes back to its queue after this")
     retention_s: int = Field(7 * 86400, description="how long finished jobs and results are kept")
+    # HTTP gateway (evalsvc.api)
+    http_host: str = Field("127.0.0.1", description="address the gateway listens on")
+    http_port: int = Field(8000, ge=0, le=65535)
+    http_workers: int = Field(1, ge=1, description="uvicorn processes; >1 rebuilds Settings from the env")
+    api_keys: dict[str, str] = Field(
+        default_factory=dict, repr=False, description="API key -> tenant; empty turns auth off (dev only)"
+    )
+    rate_limit_per_s: float = Field(50.0, ge=0, description="requests per second per API key; 0 = off")
+    rate_burst: int = Field(200, ge=1, description="token-bucket size of the per-key rate limit")
+    max_inflight_per_tenant: int = Field(8192, ge=1, description="unfinished jobs one tenant may hold")
+    max_queue_depth: int = Field(50_000, ge=0, description="compile-queue length past which POSTs get 503")
+    max_body_bytes: int = Field(4 * 1024**2, ge=1, description="largest request body the gateway reads")
+    max_batch: int = Field(1024, ge=1, description="evaluations in one batch")
+    max_wait_s: float = Field(120.0, ge=0, description="cap of the ?wait= long-poll")
+    idempotency_ttl_s: int = Field(86400, ge=1, description="how long an Idempotency-Key is remembered")
+    redis_timeout_s: float = Field(5.0, gt=0, description="the gateway's Redis connect/read timeout")
+    prometheus_multiproc_dir: Path | None = Field(
+        None,
+        validation_alias="PROMETHEUS_MULTIPROC_DIR",
+        description="prometheus-client's own variable: metrics aggregated over processes when set",
+    )
 
     @property
     def artifact_dir(self) -> Path:

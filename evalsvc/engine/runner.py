@@ -31,6 +31,7 @@ class RunnerSetup:
     isolate: bool
     memory_bytes: int
     nofile: int = 256
+    nproc: int = 512
     fsize_bytes: int = 256 * 1024 * 1024
 
 
@@ -57,8 +58,10 @@ def _isolate(setup: RunnerSetup) -> None:
         (resource.RLIMIT_NOFILE, setup.nofile),
         (resource.RLIMIT_FSIZE, setup.fsize_bytes),
     ]
-    if setup.device == "cpu":
-        limits.append((resource.RLIMIT_AS, setup.memory_bytes))
+    # CUDA reserves huge virtual ranges, so a CUDA runner is bounded by its writable data instead.
+    limits.append((resource.RLIMIT_AS if setup.device == "cpu" else resource.RLIMIT_DATA, setup.memory_bytes))
+    if setup.isolate:
+        limits.append((resource.RLIMIT_NPROC, setup.nproc))
     for res, value in limits:
         resource.setrlimit(res, (value, value))
     if setup.isolate:
