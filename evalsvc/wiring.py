@@ -102,7 +102,9 @@ def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no
     launcher = RunnerLauncher(
         settings.device,
         isolate,
-        RunnerLimits(memory_bytes=settings.runner_memory_bytes, call_timeout_s=settings.runner_call_timeout_s),
+        RunnerLimits(
+            memory_bytes=settings.runner_memory_bytes, call_timeout_s=settings.runner_call_timeout_s
+        ),
         scratch_root=settings.scratch_dir,
     )
     judge = Judge(settings.device, launcher, MemoryBaselineCache())

@@ -36,8 +36,13 @@ def docker_ready() -> None:
 @pytest.fixture(scope="session")
 def cpu_settings(docker_ready: None) -> Settings:
     TEST_DATA.mkdir(parents=True, exist_ok=True)
-    return Settings(device="cpu", data_dir=TEST_DATA, compile_backend="docker", compile_timeout_s=600,
-                    runner_isolation="process" if os.geteuid() == 0 else "none")
+    return Settings(
+        device="cpu",
+        data_dir=TEST_DATA,
+        compile_backend="docker",
+        compile_timeout_s=600,
+        runner_isolation="process" if os.geteuid() == 0 else "none",
+    )
 
 
 @pytest.fixture(scope="session")

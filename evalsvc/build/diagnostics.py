@@ -8,7 +8,9 @@ import subprocess
 
 from evalsvc.core.results import Diagnostic, KernelResources
 
-_GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?P<sev>fatal error|error|warning):\s*(?P<msg>.*)$")
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)?\s*(?P<sev>fatal error|error|warning):\s*(?P<msg>.*)$"
+)
 _NVCC = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\):\s*(?P<sev>error|warning)[^:]*:\s*(?P<msg>.*)$")
 _ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '(?P<name>[^']+)' for '(?P<arch>[^']+)'")
 _FRAME = re.compile(

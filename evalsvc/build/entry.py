@@ -93,17 +93,36 @@ def capture_inline_calls(entry: Path) -> list[InlineCall]:
     return list(unique.values())
 
 
-def _build(name: str, key: str, sources: list[Path], cflags: list[str], cuda_cflags: list[str],
-           ldflags: list[str], includes: list[Path], with_cuda: bool, spec: JobSpec, scratch: Path,
-           out: Path) -> ExtensionReport:
+def _build(
+    name: str,
+    key: str,
+    sources: list[Path],
+    cflags: list[str],
+    cuda_cflags: list[str],
+    ldflags: list[str],
+    includes: list[Path],
+    with_cuda: bool,
+    spec: JobSpec,
+    scratch: Path,
+    out: Path,
+) -> ExtensionReport:
     from evalsvc.build.ninja_build import ExtensionBuild, build_extension, cuda_arch_flags
 
     if with_cuda:
         cuda_cflags = [*cuda_cflags, *cuda_arch_flags(spec.cuda_arch), "--ptxas-options=-v"]
-    b = ExtensionBuild(name, sources, scratch / "build" / key, cflags, cuda_cflags, ldflags, includes, with_cuda)
+    b = ExtensionBuild(
+        name, sources, scratch / "build" / key, cflags, cuda_cflags, ldflags, includes, with_cuda
+    )
     res = build_extension(b, spec.timeout_s, spec.jobs)
-    rep = ExtensionReport(key=key, name=name, with_cuda=with_cuda, ok=res.ok, timed_out=res.timed_out,
-                          duration_s=res.duration_s, log=res.log[-200_000:])
+    rep = ExtensionReport(
+        key=key,
+        name=name,
+        with_cuda=with_cuda,
+        ok=res.ok,
+        timed_out=res.timed_out,
+        duration_s=res.duration_s,
+        log=res.log[-200_000:],
+    )
     if res.library is not None:
         dest = out / "ext" / key
         dest.mkdir(parents=True, exist_ok=True)
@@ -130,9 +149,13 @@ def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Bui
         return BuildReport(ok=False, stage="capture", message=str(e), not_static=True)
     except BaseException as e:  # the solution's own import-time code failed
         tb = traceback.format_exception(type(e), e, e.__traceback__, limit=-3)
-        return BuildReport(ok=False, stage="capture", message="importing the solution failed:\n" + "".join(tb))
+        return BuildReport(
+            ok=False, stage="capture", message="importing the solution failed:\n" + "".join(tb)
+        )
     if not calls:
-        return BuildReport(ok=False, stage="capture", message="the solution calls no load_inline: nothing to build")
+        return BuildReport(
+            ok=False, stage="capture", message="the solution calls no load_inline: nothing to build"
+        )
     reports = []
     for call in calls:
         gen_dir = scratch / "gen" / call.key
@@ -141,9 +164,21 @@ def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Bui
         for fname, text in generated_sources(call).items():
             (gen_dir / fname).write_text(text)
             sources.append(gen_dir / fname)
-        reports.append(_build(call.name, call.key, sources, call.extra_cflags, call.extra_cuda_cflags,
-                              call.extra_ldflags, _pch_includes(call.extra_cflags), call.uses_cuda, spec,
-                              scratch, out))
+        reports.append(
+            _build(
+                call.name,
+                call.key,
+                sources,
+                call.extra_cflags,
+                call.extra_cuda_cflags,
+                call.extra_ldflags,
+                _pch_includes(call.extra_cflags),
+                call.uses_cuda,
+                spec,
+                scratch,
+                out,
+            )
+        )
         if not reports[-1].ok:
             break
     ok = all(r.ok for r in reports)
@@ -155,10 +190,28 @@ def build_cuda_agent(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Buil
     shutil.copytree(src, work)
     for f in AGENT_ENV.iterdir():
         shutil.copy2(f, work / f.name)
-    sources = sorted(p for p in [*work.glob("*.cpp"), *work.glob("*.cu"), *(work / "kernels").glob("*.cpp"),
-                                 *(work / "kernels").glob("*.cu")])
-    rep = _build("cuda_extension", "cuda_extension", sources, ["-O3", "-std=c++17"], ["-O3", "--use_fast_math"],
-                 [], [work, work / "kernels"], True, spec, scratch, out)
+    sources = sorted(
+        p
+        for p in [
+            *work.glob("*.cpp"),
+            *work.glob("*.cu"),
+            *(work / "kernels").glob("*.cpp"),
+            *(work / "kernels").glob("*.cu"),
+        ]
+    )
+    rep = _build(
+        "cuda_extension",
+        "cuda_extension",
+        sources,
+        ["-O3", "-std=c++17"],
+        ["-O3", "--use_fast_math"],
+        [],
+        [work, work / "kernels"],
+        True,
+        spec,
+        scratch,
+        out,
+    )
     return BuildReport(ok=rep.ok, stage="build", extensions=[rep])
 
 

@@ -42,7 +42,10 @@ class BuildOutcome:
 
 def cuda_arch_flags(arch: str) -> list[str]:
     """'90a' -> machine code for sm_90a plus its PTX; arch-specific ('a') targets enable wgmma/TMA."""
-    return [f"-gencode=arch=compute_{arch},code=sm_{arch}", f"-gencode=arch=compute_{arch},code=compute_{arch}"]
+    return [
+        f"-gencode=arch=compute_{arch},code=sm_{arch}",
+        f"-gencode=arch=compute_{arch},code=compute_{arch}",
+    ]
 
 
 def _call_with_known_kwargs(fn, **kwargs):  # type: ignore[no-untyped-def]
@@ -83,7 +86,11 @@ def run_ninja(build_dir: Path, timeout_s: float, jobs: int | None = None) -> tup
     if jobs:
         cmd += ["-j", str(jobs)]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, text=True,
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        text=True,
         errors="replace",
     )
     try:

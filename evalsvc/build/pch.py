@@ -48,8 +48,12 @@ def build_pch(out: Path, extra_cflags: list[str]) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         flags = _cxx_cflags(extra_cflags, Path(tmp))
         partial = target.with_suffix(".gch.partial")
-        subprocess.run(["c++", "-x", "c++-header", str(header), "-o", str(partial), *flags], check=True,
-                       capture_output=True, timeout=600)
+        subprocess.run(
+            ["c++", "-x", "c++-header", str(header), "-o", str(partial), *flags],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         partial.rename(target)
     return target
 

@@ -46,10 +46,17 @@ class CompileOutcome:
 
 
 class Compiler:
-    def __init__(self, sandbox: CompileSandbox, store: ArtifactStore, toolchain: Toolchain,
-                 cuda_arch: str = "90a", limits: SandboxLimits | None = None,
-                 python: str = "python3", pch_dir: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: CompileSandbox,
+        store: ArtifactStore,
+        toolchain: Toolchain,
+        cuda_arch: str = "90a",
+        limits: SandboxLimits | None = None,
+        python: str = "python3",
+        pch_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.env = dict(env or {})
         self.pch_dir = pch_dir
@@ -85,8 +92,13 @@ class Compiler:
                 dest = job / "src" / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(text)
-            spec = JobSpec(format=solution.format.value, entry=solution.entry, cuda_arch=self.cuda_arch,
-                           timeout_s=max(5.0, self.limits.wall_seconds - 10), jobs=max(1, int(self.limits.cpus)))
+            spec = JobSpec(
+                format=solution.format.value,
+                entry=solution.entry,
+                cuda_arch=self.cuda_arch,
+                timeout_s=max(5.0, self.limits.wall_seconds - 10),
+                jobs=max(1, int(self.limits.cpus)),
+            )
             (job / "spec.json").write_text(spec.model_dump_json())
             for p in job.rglob("*"):
                 p.chmod(0o755 if p.is_dir() else 0o644)
@@ -96,13 +108,15 @@ class Compiler:
             if self.pch_dir is not None and self.pch_dir.is_dir():
                 mounts.append(Mount(self.pch_dir, "/pch", read_only=True))
                 env["EVALSVC_PCH_DIR"] = "/pch"
-            run = self.sandbox.run([self.python, "-m", "evalsvc.build.entry", "/job", "/out"], mounts,
-                                   self.limits, env)
+            run = self.sandbox.run(
+                [self.python, "-m", "evalsvc.build.entry", "/job", "/out"], mounts, self.limits, env
+            )
             duration = time.monotonic() - start
             if run.timed_out:
                 report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
-                return CompileOutcome(Status.TIMEOUT, report, None, [],
-                                      f"compilation exceeded {self.limits.wall_seconds:.0f} s")
+                return CompileOutcome(
+                    Status.TIMEOUT, report, None, [], f"compilation exceeded {self.limits.wall_seconds:.0f} s"
+                )
             build = _read_report(out / "report.json")
             if build is None:
                 msg = "the compile job ended without a report"
@@ -112,12 +126,18 @@ class Compiler:
                 return CompileOutcome(Status.COMPILE_ERROR, report, None, [], f"{msg} (exit {run.exit_code})")
             return self._file(solution, key, build, out, job, duration)
 
-    def _file(self, solution: Solution, key: str, build: BuildReport, out: Path, job: Path,
-              duration: float) -> CompileOutcome:
+    def _file(
+        self, solution: Solution, key: str, build: BuildReport, out: Path, job: Path, duration: float
+    ) -> CompileOutcome:
         parts = summarize(build)
-        report = CompileReport(ok=build.ok, duration_s=duration, artifact_key=key if build.ok else None,
-                               log_excerpt=parts["log_excerpt"] or (build.message or "")[-4000:],
-                               diagnostics=parts["diagnostics"], resources=parts["resources"])
+        report = CompileReport(
+            ok=build.ok,
+            duration_s=duration,
+            artifact_key=key if build.ok else None,
+            log_excerpt=parts["log_excerpt"] or (build.message or "")[-4000:],
+            diagnostics=parts["diagnostics"],
+            resources=parts["resources"],
+        )
         if build.not_static:
             finding = Finding(rule="non_static_sources", message=build.message or "")
             return CompileOutcome(Status.FORBIDDEN, report, None, [finding], build.message)
@@ -134,9 +154,15 @@ class Compiler:
             (artifact / lib).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / lib, artifact / lib)
         shutil.copytree(job / "src", artifact / "src")
-        manifest = Manifest(key=key, format=solution.format.value, entry=solution.entry,
-                            toolchain=self.toolchain, cuda_arch=self.cuda_arch, extensions=extensions,
-                            report=report)
+        manifest = Manifest(
+            key=key,
+            format=solution.format.value,
+            entry=solution.entry,
+            toolchain=self.toolchain,
+            cuda_arch=self.cuda_arch,
+            extensions=extensions,
+            report=report,
+        )
         (artifact / "manifest.json").write_text(manifest.model_dump_json())
         if build.stage == "build":  # deterministic outcomes only: a capture failure may be transient
             self.store.put(key, artifact)
@@ -159,14 +185,20 @@ def _first_error(report: CompileReport) -> str:
     if errs:
         d = errs[0]
         return f"{d.file}:{d.line}: {d.message}"
-    return (report.log_excerpt or "compilation failed").strip().splitlines()[-1][:400] if report.log_excerpt \
+    return (
+        (report.log_excerpt or "compilation failed").strip().splitlines()[-1][:400]
+        if report.log_excerpt
         else "compilation failed"
+    )
 
 
-def probe_toolchain(sandbox: CompileSandbox, python: str = "python3", env: dict[str, str] | None = None) -> Toolchain:
+def probe_toolchain(
+    sandbox: CompileSandbox, python: str = "python3", env: dict[str, str] | None = None
+) -> Toolchain:
     """Ask the sandbox's own toolchain for its fingerprint (it is what builds the artifacts)."""
-    run = sandbox.run([python, "-m", "evalsvc.build.entry", "--fingerprint"], [],
-                      SandboxLimits(wall_seconds=120), env or {})
+    run = sandbox.run(
+        [python, "-m", "evalsvc.build.entry", "--fingerprint"], [], SandboxLimits(wall_seconds=120), env or {}
+    )
     for line in reversed(run.output.strip().splitlines()):
         if line.startswith("{"):
             return Toolchain.model_validate_json(line)

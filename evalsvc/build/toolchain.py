@@ -63,4 +63,9 @@ def runtime_toolchain_view() -> tuple[str, str, str | None, str]:
     """The run-time half of the fingerprint, without calling any compiler."""
     import torch
 
-    return (".".join(map(str, sys.version_info[:3])), torch.__version__, torch.version.cuda, platform.machine())
+    return (
+        ".".join(map(str, sys.version_info[:3])),
+        torch.__version__,
+        torch.version.cuda,
+        platform.machine(),
+    )

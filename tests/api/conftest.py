@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -63,12 +64,25 @@ def free_port() -> int:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     exe = shutil.which("redis-server")
     if exe is None:
-        pytest.skip("redis-server is not on PATH (apt-get install redis-server); the API tests need a real one")
+        pytest.skip(
+            "redis-server is not on PATH (apt-get install redis-server); the API tests need a real one"
+        )
     port = free_port()
     workdir: Path = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir)],
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -144,12 +158,11 @@ def task_id(gw: Gateway) -> str:
     return r.json()["id"]
 
 
-def assert_problem(response: object, status: int, code: str) -> dict:
+def assert_problem(r: httpx.Response, status: int, code: str) -> dict:
     """An RFC 9457 problem with our machine-readable code."""
-    r = response  # httpx.Response
-    assert r.status_code == status, r.text  # type: ignore[attr-defined]
-    assert r.headers["content-type"].startswith("application/problem+json")  # type: ignore[attr-defined]
-    body = r.json()  # type: ignore[attr-defined]
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
     assert body["status"] == status
     assert body["code"] == code
     assert {"type", "title", "status", "code"} <= set(body)

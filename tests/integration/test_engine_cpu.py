@@ -9,8 +9,12 @@ from evalsvc.core.results import Status
 from evalsvc.suite import cases
 
 FAST = EvalOptions(trials=3, timing_budget_s=0.3, compile_baseline=False, timing_pool=2)
-EXPECT = {"ok": Status.OK, "incorrect": Status.INCORRECT, "compile_error": Status.COMPILE_ERROR,
-          "runtime_error": Status.RUNTIME_ERROR}
+EXPECT = {
+    "ok": Status.OK,
+    "incorrect": Status.INCORRECT,
+    "compile_error": Status.COMPILE_ERROR,
+    "runtime_error": Status.RUNTIME_ERROR,
+}
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,6 @@ result, nothing was written outside scratch, and the next honest submission stil
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 import threading
@@ -38,7 +37,9 @@ def header(path: Path) -> dict[str, str]:
     return out
 
 
-CASES = sorted(p for p in CORPUS.glob("*.py") if p.name != "task.py" and header(p).get("device") in ("any", "cpu"))
+CASES = sorted(
+    p for p in CORPUS.glob("*.py") if p.name != "task.py" and header(p).get("device") in ("any", "cpu")
+)
 
 
 class Listener:
@@ -69,8 +70,9 @@ class Listener:
 def hostile_pipeline(cpu_settings: Settings):  # type: ignore[no-untyped-def]
     from evalsvc.wiring import make_local_pipeline
 
-    settings = cpu_settings.model_copy(update={"compile_timeout_s": 45.0, "runner_call_timeout_s": 15.0,
-                                               "runner_memory_bytes": 4 * 1024**3})
+    settings = cpu_settings.model_copy(
+        update={"compile_timeout_s": 45.0, "runner_call_timeout_s": 15.0, "runner_memory_bytes": 4 * 1024**3}
+    )
     return make_local_pipeline(settings)
 
 

@@ -49,22 +49,43 @@ class LiveStack:
 
     def spawn(self, name: str, argv: list[str], **env: str) -> None:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
-        self.procs[name] = subprocess.Popen(argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def start(self) -> None:
         redis_server = shutil.which("redis-server")
         if redis_server is None:
             pytest.fail("redis-server is not installed")
-        self.spawn("redis", [redis_server, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir",
-                             str(self.root), "--appendonly", "yes", "--save", ""])
+        self.spawn(
+            "redis",
+            [
+                redis_server,
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.root),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
+            ],
+        )
         cli = [sys.executable, "-m", "evalsvc.cli"]
         self.spawn("gateway", [*cli, "serve", "--port", str(self.port)])
         self.spawn("compile", [*cli, "worker", "compile", "--concurrency", "2"])
-        self.spawn("cpu-a", [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-a"],
-                   EVALSVC_WORKER_NAME="cpu-a")
-        self.spawn("cpu-b", [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-b"],
-                   EVALSVC_WORKER_NAME="cpu-b")
+        self.spawn(
+            "cpu-a",
+            [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-a"],
+            EVALSVC_WORKER_NAME="cpu-a",
+        )
+        self.spawn(
+            "cpu-b",
+            [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-b"],
+            EVALSVC_WORKER_NAME="cpu-b",
+        )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             for name, p in self.procs.items():
@@ -138,8 +159,11 @@ def test_batch_of_32_rewards_in_order_on_both_workers(stack: LiveStack) -> None:
         assert view.done == view.total == 32
         for item, exp in zip(view.items, expected, strict=True):
             assert (item.reward or 0) >= 1 if exp == "ok" else item.reward == -1, item
-        workers = {client.get(item.id).result.provenance.worker  # type: ignore[union-attr]
-                   for item in view.items if item.status == "ok"}
+        workers = {
+            client.get(item.id).result.provenance.worker  # type: ignore[union-attr]
+            for item in view.items
+            if item.status == "ok"
+        }
     assert {"cpu-a", "cpu-b"} <= workers, workers
 
 

@@ -16,8 +16,10 @@ def test_ptxas_report() -> None:
 
 
 def test_gcc_and_nvcc_errors_have_file_and_line() -> None:
-    log = ("/tmp/x/main.cpp:7:3: error: 'foo' was not declared in this scope\n"
-           "/tmp/x/cuda.cu(12): error: identifier \"bar\" is undefined\n")
+    log = (
+        "/tmp/x/main.cpp:7:3: error: 'foo' was not declared in this scope\n"
+        '/tmp/x/cuda.cu(12): error: identifier "bar" is undefined\n'
+    )
     d = parse_diagnostics(log)
     assert [(x.file, x.line) for x in d] == [("main.cpp", 7), ("cuda.cu", 12)]
 
@@ -27,4 +29,7 @@ def test_inline_call_key_is_stable_and_sources_match_load_inline() -> None:
     b = normalize_call((), {"name": "ext", "cpp_sources": ["int f();"], "functions": {"f": "f"}})
     assert a.key == b.key
     src = generated_sources(a)["main.cpp"]
-    assert src.startswith("#include <torch/extension.h>") and 'm.def("f", torch::wrap_pybind_function(f), "f");' in src
+    assert (
+        src.startswith("#include <torch/extension.h>")
+        and 'm.def("f", torch::wrap_pybind_function(f), "f");' in src
+    )

@@ -3,9 +3,18 @@ from evalsvc.core.rewards import ContinuousSchedule, MilestoneSchedule, TieredSc
 
 
 def stats(median: float, rel: float = 0.01) -> TimingStats:
-    return TimingStats(median_ms=median, mean_ms=median, iqr_ms=0, min_ms=median, max_ms=median, n=20,
-                       ci95_low_ms=median * (1 - rel), ci95_high_ms=median * (1 + rel), rel_ci_halfwidth=rel,
-                       method="test")
+    return TimingStats(
+        median_ms=median,
+        mean_ms=median,
+        iqr_ms=0,
+        min_ms=median,
+        max_ms=median,
+        n=20,
+        ci95_low_ms=median * (1 - rel),
+        ci95_high_ms=median * (1 + rel),
+        rel_ci_halfwidth=rel,
+        method="test",
+    )
 
 
 def test_milestones_follow_cuda_agent() -> None:

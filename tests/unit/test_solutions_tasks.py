@@ -5,7 +5,9 @@ from evalsvc.core.solutions import Solution, SolutionFormat
 from evalsvc.core.tasks import InvalidTask, TaskMeta, TaskSpec
 
 
-@pytest.mark.parametrize("bad", ["../x.py", "/etc/passwd.py", "a/../b.py", "x.so", "kernels/.x.cu", "a\\b.py", ""])
+@pytest.mark.parametrize(
+    "bad", ["../x.py", "/etc/passwd.py", "a/../b.py", "x.so", "kernels/.x.cu", "a\\b.py", ""]
+)
 def test_unsafe_paths_are_refused(bad: str) -> None:
     with pytest.raises(ValidationError):
         Solution(files={bad: "x = 1"})
@@ -17,8 +19,10 @@ def test_empty_solution_refused() -> None:
 
 
 def test_cuda_agent_layout() -> None:
-    ok = Solution(files={"model_new.py": "x", "kernels/a.cu": "y", "kernels/a_binding.cpp": "z"},
-                  format=SolutionFormat.CUDA_AGENT)
+    ok = Solution(
+        files={"model_new.py": "x", "kernels/a.cu": "y", "kernels/a_binding.cpp": "z"},
+        format=SolutionFormat.CUDA_AGENT,
+    )
     assert ok.entry == "model_new.py"
     with pytest.raises(ValidationError, match="environment"):
         Solution(files={"model_new.py": "x", "kernels/a.cu": "y", "binding.cpp": "z"}, format="cuda_agent")
