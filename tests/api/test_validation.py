@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -69,7 +70,9 @@ def test_bad_query_and_path_params(gw: Gateway) -> None:
 
 def test_body_over_the_limit_by_content_length(make_gateway: GatewayFactory) -> None:
     gw = make_gateway(max_body_bytes=1000)
-    r = gw.client.post("/v1/tasks", content=b"x" * 1001, headers={**AUTH_A, "content-type": "application/json"})
+    r = gw.client.post(
+        "/v1/tasks", content=b"x" * 1001, headers={**AUTH_A, "content-type": "application/json"}
+    )
     assert_problem(r, 413, "body_too_large")
 
 
@@ -86,7 +89,7 @@ def test_body_over_the_limit_chunked(make_gateway: GatewayFactory) -> None:
     assert_problem(r, 413, "body_too_large")
 
 
-async def test_middleware_counts_chunks_before_the_app_sees_them() -> None:
+def test_middleware_counts_chunks_before_the_app_sees_them() -> None:
     called = False
 
     async def app(scope: dict, receive: object, send: object) -> None:
@@ -103,7 +106,7 @@ async def test_middleware_counts_chunks_before_the_app_sees_them() -> None:
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/v1/tasks", "headers": []}
-    await BodyLimitMiddleware(app, max_bytes=1000)(scope, receive, send)  # type: ignore[arg-type]
+    asyncio.run(BodyLimitMiddleware(app, max_bytes=1000)(scope, receive, send))  # type: ignore[arg-type]
     assert not called
     assert sent[0]["status"] == 413
     assert len(messages) == 1  # stopped reading at the first chunk past the limit

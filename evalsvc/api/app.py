@@ -1,0 +1,117 @@
+"""The gateway's app factory: validate, hash, store, enqueue, answer. No torch, no heavy work.
+
+Clients (Redis, the job store, the enqueuer, the rate limiter) are made by the lifespan and kept on
+`app.state`; routes reach them through the Annotated dependencies in `deps`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from evalsvc.api import batches, compile, devices, evaluations, health, tasks
+from evalsvc.api.auth import Authenticator
+from evalsvc.api.body_limit import BodyLimitMiddleware
+from evalsvc.api.enqueue import CeleryEnqueuer, Enqueuer
+from evalsvc.api.limits import RateLimiter
+from evalsvc.api.metrics import Metrics, MetricsMiddleware
+from evalsvc.api.problems import as_problem_media, install_handlers
+from evalsvc.service.state import JobStore
+from evalsvc.settings import Settings
+
+log = logging.getLogger("evalsvc.api")
+
+API_VERSION = "1.0.0"
+DESCRIPTION = (
+    "Sandboxed evaluation of CUDA/C++ kernels against PyTorch references.\n\n"
+    "Authenticate with `Authorization: Bearer <key>` or `X-API-Key: <key>`. Every error is an RFC 9457 "
+    "problem document (`application/problem+json`) with a machine-readable `code`; 429 and 503 carry "
+    "`Retry-After`. POSTs that create jobs accept an `Idempotency-Key` header."
+)
+
+
+def create_app(settings: Settings, *, enqueuer: Enqueuer | None = None) -> FastAPI:
+    """Build the gateway. `enqueuer` replaces the Celery one (tests of the gateway alone)."""
+    app = FastAPI(
+        title="evalsvc",
+        version=API_VERSION,
+        description=DESCRIPTION,
+        lifespan=_lifespan(settings, enqueuer),
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics(settings.prometheus_multiproc_dir)
+    app.state.auth = Authenticator(settings.api_keys)
+    install_handlers(app)
+    for module in (tasks, evaluations, batches, compile, devices, health):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # outermost: times refusals too
+    app.openapi = _problem_openapi(app.openapi)  # type: ignore[method-assign]
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """The factory uvicorn's worker processes call (`--workers N` needs an import string, not an app)."""
+    return create_app(Settings())
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """Fail fast: a gateway answers 503 quickly rather than hanging on an unreachable Redis."""
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
+        health_check_interval=30,
+    )
+
+
+def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAPI], Any]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = redis_client(settings)
+        app.state.store = JobStore(
+            client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
+        )
+        app.state.limiter = RateLimiter(client, settings.rate_limit_per_s, settings.rate_burst)
+        app.state.enqueuer = enqueuer or CeleryEnqueuer.from_settings(settings)
+        if not settings.api_keys:
+            log.warning(
+                "!!! AUTHENTICATION IS OFF: EVALSVC_API_KEYS is empty, every caller is tenant 'anonymous'. "
+                'Set EVALSVC_API_KEYS=\'{"<key>": "<tenant>"}\' anywhere but a trusted dev machine. !!!'
+            )
+        try:
+            yield
+        finally:
+            app.state.enqueuer.close()
+            client.close()
+
+    return lifespan
+
+
+def _operation_id(route: APIRoute) -> str:
+    return route.name
+
+
+def _problem_openapi(base: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """FastAPI documents extra responses as application/json; ours are application/problem+json."""
+    done = False
+
+    def openapi() -> dict[str, Any]:
+        nonlocal done
+        schema = base()
+        if not done:
+            as_problem_media(schema)
+            done = True
+        return schema
+
+    return openapi

@@ -1,0 +1,129 @@
+"""/v1/batches: many evaluations in one request, read back in submission order (an RL trainer's view)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from evalsvc.api.deps import (
+    EnqueuerDep,
+    IdempotencyKey,
+    JobIdPath,
+    MetricsDep,
+    PrincipalDep,
+    SettingsDep,
+    StoreDep,
+    WaitQuery,
+    current_principal,
+)
+from evalsvc.api.limits import check_backpressure, check_quota
+from evalsvc.api.links import follow
+from evalsvc.api.lookup import owned_batch
+from evalsvc.api.polling import poll_until
+from evalsvc.api.problems import ProblemError, problem_responses
+from evalsvc.api.submit import (
+    evaluation_job,
+    job_fingerprint,
+    key_reused,
+    request_fingerprint,
+    resolve_task,
+    scoped_key,
+    submit,
+)
+from evalsvc.api.views import batch_view
+from evalsvc.service.records import BatchRequest, BatchView, EvaluationRequest, Job, State
+from evalsvc.service.state import JobStore
+
+router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends(current_principal)])
+
+
+@router.post(
+    "",
+    name="submit_batch",
+    status_code=202,
+    response_model=BatchView,
+    responses={202: follow("get_batch", "batch_id"), **problem_responses(401, 413, 422, 429, 503)},
+)
+def submit_batch(
+    body: BatchRequest,
+    principal: PrincipalDep,
+    store: StoreDep,
+    enqueuer: EnqueuerDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> BatchView:
+    """Queue up to `max_batch` evaluations; items keep submission order, duplicates share one job."""
+    n = len(body.evaluations)
+    if n > settings.max_batch:
+        raise ProblemError(413, "batch_too_large", f"{n} evaluations; at most {settings.max_batch} per batch")
+    tenant = principal.tenant
+    key = scoped_key(tenant, "batch", idempotency_key)
+    fps = [request_fingerprint(tenant, r) for r in body.evaluations]
+    earlier = _replayed(store, key, fps, tenant)
+    if earlier is not None:
+        return earlier
+    check_backpressure(store, settings)
+    check_quota(store, settings, tenant, n)
+    task_ids = _resolve_all(store, body.evaluations)
+    jobs: list[Job] = []
+    for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True)):
+        item_key = f"{key}#{i}" if key else None  # a retried batch finds the jobs it already made
+        job, existed = submit(store, enqueuer, evaluation_job(tenant, req, task_id), fp, item_key)
+        metrics.submitted("batch_item", existed)
+        jobs.append(job)
+    batch_id, existed = store.create_batch([j.id for j in jobs], idempotency_key=key)
+    if existed:  # a concurrent request with the same key won the race; answer with its batch
+        jobs = owned_batch(store, batch_id, tenant)
+    response.headers["Location"] = f"/v1/batches/{batch_id}"
+    return batch_view(batch_id, jobs)
+
+
+@router.get(
+    "/{batch_id}",
+    name="get_batch",
+    response_model=BatchView,
+    responses=problem_responses(401, 404, 422, 429, 503),
+)
+async def get_batch(
+    batch_id: JobIdPath,
+    principal: PrincipalDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    request: Request,
+    wait: WaitQuery = 0,
+) -> BatchView:
+    """States and rewards in submission order; `?wait=N` returns when all are done or N s passed."""
+
+    def fetch() -> list[Job]:
+        return owned_batch(store, batch_id, principal.tenant)
+
+    jobs = await poll_until(fetch, _all_done, min(wait, settings.max_wait_s), request)
+    return batch_view(batch_id, jobs)
+
+
+def _all_done(jobs: list[Job]) -> bool:
+    return all(j.state is State.DONE for j in jobs)
+
+
+def _resolve_all(store: JobStore, requests: list[EvaluationRequest]) -> list[str]:
+    """Task ids for every item (each distinct task checked once); the first bad item is named."""
+    seen: dict[str, str] = {}
+    out = []
+    for i, req in enumerate(requests):
+        ref = req.task.id if req.task is not None else f"id:{req.task_id}"
+        if ref not in seen:
+            seen[ref] = resolve_task(store, req, where=f"evaluations[{i}].task_id")
+        out.append(seen[ref])
+    return out
+
+
+def _replayed(store: JobStore, key: str | None, fps: list[str], tenant: str) -> BatchView | None:
+    """The batch an earlier POST with this Idempotency-Key created, checked to be the same request."""
+    batch_id = store.idempotent_lookup(key) if key else None
+    if batch_id is None:
+        return None
+    jobs = owned_batch(store, batch_id, tenant)
+    if [job_fingerprint(j) for j in jobs] != fps:
+        raise key_reused()
+    return batch_view(batch_id, jobs)

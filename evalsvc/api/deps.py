@@ -1,0 +1,91 @@
+"""Annotated dependencies: what routes get from `app.state` (built once by the lifespan)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header, Path, Query, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from evalsvc.api.auth import Authenticator, Principal
+from evalsvc.api.enqueue import Enqueuer
+from evalsvc.api.limits import RateLimiter
+from evalsvc.api.metrics import Metrics
+from evalsvc.api.problems import ProblemError
+from evalsvc.service.state import JobStore
+from evalsvc.settings import Settings
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def _store(request: Request) -> JobStore:
+    return request.app.state.store
+
+
+def _enqueuer(request: Request) -> Enqueuer:
+    return request.app.state.enqueuer
+
+
+def _metrics(request: Request) -> Metrics:
+    return request.app.state.metrics
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+StoreDep = Annotated[JobStore, Depends(_store)]
+EnqueuerDep = Annotated[Enqueuer, Depends(_enqueuer)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+
+_bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <API key>`")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
+
+
+def current_principal(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    api_key: Annotated[str | None, Depends(_api_key)],
+) -> Principal:
+    """Authenticate (401) and take a token from the caller's rate-limit bucket (429)."""
+    auth: Authenticator = request.app.state.auth
+    presented = bearer.credentials if bearer is not None else api_key
+    client = request.client.host if request.client else "unknown"
+    principal = auth.authenticate(presented, client)
+    if principal is None:
+        raise ProblemError(
+            401,
+            "unauthorized",
+            "missing or unknown API key (send `Authorization: Bearer <key>` or `X-API-Key`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    limiter: RateLimiter = request.app.state.limiter
+    limiter.check(principal.key_id)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+
+_ID = r"^[A-Za-z0-9_-]{1,64}$"
+JobIdPath = Annotated[str, Path(pattern=_ID, description="job id as returned on submission")]
+TaskIdPath = Annotated[str, Path(pattern=_ID, description="task id (content hash)")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="same key (per tenant) on a retried POST gives the same job and the same answer",
+    ),
+]
+
+
+def wait_query(default: float) -> object:
+    return Query(
+        ge=0,
+        le=3600,
+        description=f"long-poll up to this many seconds for completion (default {default:g}; capped by "
+        "the server's `max_wait_s`)",
+    )
+
+
+WaitQuery = Annotated[float, wait_query(0)]

@@ -1,0 +1,52 @@
+"""How the gateway hands a job id to the workers: a one-method interface, Celery in production."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from celery import Celery
+
+from evalsvc.settings import Settings
+from workers.celery_app import COMPILE_QUEUE, make_celery
+
+COMPILE_TASK = "evalsvc.compile"
+
+
+class Enqueuer(Protocol):
+    def enqueue(self, job_id: str) -> None:
+        """Queue the job for its compile stage (which routes evaluations to a GPU queue itself)."""
+
+    def close(self) -> None: ...
+
+
+class CeleryEnqueuer:
+    """Sends by task name, so the gateway never imports the task bodies (nor torch)."""
+
+    def __init__(self, celery: Celery) -> None:
+        self.celery = celery
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> CeleryEnqueuer:
+        return cls(make_celery(settings))
+
+    def enqueue(self, job_id: str) -> None:
+        self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE)
+
+    def close(self) -> None:
+        self.celery.close()
+
+
+class RecordingEnqueuer:
+    """An in-memory adapter for tests of the gateway alone: remembers job ids in order."""
+
+    def __init__(self) -> None:
+        self.job_ids: list[str] = []
+        self._lock = threading.Lock()
+
+    def enqueue(self, job_id: str) -> None:
+        with self._lock:
+            self.job_ids.append(job_id)
+
+    def close(self) -> None:
+        return None

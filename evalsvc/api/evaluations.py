@@ -1,0 +1,89 @@
+"""/v1/evaluations: one solution against one task, queued; read back (and long-poll) by id."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from evalsvc.api.deps import (
+    EnqueuerDep,
+    IdempotencyKey,
+    JobIdPath,
+    MetricsDep,
+    PrincipalDep,
+    SettingsDep,
+    StoreDep,
+    WaitQuery,
+    current_principal,
+)
+from evalsvc.api.limits import check_backpressure, check_quota
+from evalsvc.api.links import follow
+from evalsvc.api.lookup import owned_job
+from evalsvc.api.polling import poll_until
+from evalsvc.api.problems import problem_responses
+from evalsvc.api.submit import evaluation_job, replayed, request_fingerprint, resolve_task, scoped_key, submit
+from evalsvc.service.records import EvaluationRequest, EvaluationView, Job, JobKind, State
+
+router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=[Depends(current_principal)])
+
+
+@router.post(
+    "",
+    name="submit_evaluation",
+    status_code=202,
+    response_model=EvaluationView,
+    responses={
+        202: follow("get_evaluation", "evaluation_id"),
+        **problem_responses(401, 413, 422, 429, 503),
+    },
+)
+def submit_evaluation(
+    body: EvaluationRequest,
+    principal: PrincipalDep,
+    store: StoreDep,
+    enqueuer: EnqueuerDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> EvaluationView:
+    """Queue an evaluation. Identical work of the same tenant is served by one job (`deduplicated`)."""
+    tenant = principal.tenant
+    key = scoped_key(tenant, "evaluation", idempotency_key)
+    fp = request_fingerprint(tenant, body)
+    job = replayed(store, key, fp)
+    existed = False  # a replay answers as the original did: about the same job
+    if job is None:
+        check_backpressure(store, settings)
+        check_quota(store, settings, tenant, 1)
+        task_id = resolve_task(store, body)
+        job, existed = submit(store, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
+        metrics.submitted("evaluation", existed)
+    response.headers["Location"] = f"/v1/evaluations/{job.id}"
+    return EvaluationView.of(job, deduplicated=existed)
+
+
+@router.get(
+    "/{evaluation_id}",
+    name="get_evaluation",
+    response_model=EvaluationView,
+    responses=problem_responses(401, 404, 422, 429, 503),
+)
+async def get_evaluation(
+    evaluation_id: JobIdPath,
+    principal: PrincipalDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    request: Request,
+    wait: WaitQuery = 0,
+) -> EvaluationView:
+    """The evaluation and, once `done`, its result document; `?wait=N` returns as soon as it is done."""
+
+    def fetch() -> Job:
+        return owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
+
+    job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
+    return EvaluationView.of(job)
+
+
+def _done(job: Job) -> bool:
+    return job.state is State.DONE

@@ -1,0 +1,66 @@
+"""Probes and metrics for operators: /livez (process), /readyz (Redis and workers), /metrics."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from evalsvc.api.deps import MetricsDep, StoreDep
+from evalsvc.api.problems import problem_response
+from evalsvc.api.views import ReadyView
+from evalsvc.service.records import WorkerInfo
+from evalsvc.service.state import JobStore
+
+router = APIRouter(tags=["health"])
+
+HEARTBEAT_STALE_S = 30.0  # the same horizon the compile worker uses when it picks a GPU queue
+
+
+def live_workers(store: JobStore) -> list[WorkerInfo]:
+    now = time.time()
+    return [w for w in store.workers() if now - w.heartbeat_at < HEARTBEAT_STALE_S]
+
+
+@router.get("/livez", name="livez", responses={200: {"description": "The process is up."}})
+def livez() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    name="readyz",
+    response_model=ReadyView,
+    responses={503: {"model": ReadyView, "description": "Not ready (problem document; `missing` says why)."}},
+)
+def readyz(request: Request, store: StoreDep) -> ReadyView | JSONResponse:
+    """Ready when Redis answers and at least one compile and one GPU worker are alive."""
+    view = readiness(store)
+    if view.ready:
+        return view
+    detail = "not ready: " + ", ".join(view.missing)
+    return problem_response(503, "not_ready", detail, request.url.path, **view.model_dump())
+
+
+def readiness(store: JobStore) -> ReadyView:
+    try:
+        store.r.ping()
+        workers = live_workers(store)
+    except redis.RedisError as e:
+        return ReadyView(ready=False, redis=f"unreachable: {type(e).__name__}", workers={}, missing=["redis"])
+    counts = {kind: sum(1 for w in workers if w.kind == kind) for kind in ("compile", "gpu")}
+    missing = [f"a live {kind} worker" for kind, n in counts.items() if n == 0]
+    return ReadyView(ready=not missing, redis="ok", workers=counts, missing=missing)
+
+
+@router.get(
+    "/metrics",
+    name="metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text exposition.", "content": {"text/plain": {}}}},
+)
+def metrics(metrics: MetricsDep) -> Response:
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,147 @@
+"""Turning accepted requests into jobs: task resolution, dedup and idempotency keys, create, enqueue.
+
+Shared by the evaluation, batch and compile routes so that all three dedup and refuse alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+
+from evalsvc.api.enqueue import Enqueuer
+from evalsvc.api.problems import ProblemError
+from evalsvc.core.hashing import content_hash
+from evalsvc.core.options import EvalOptions
+from evalsvc.core.outcomes import failure
+from evalsvc.core.results import Status
+from evalsvc.core.solutions import Solution
+from evalsvc.core.tasks import InvalidTask, TaskSpec
+from evalsvc.service.records import EvaluationRequest, Job, JobKind, State
+from evalsvc.service.state import JobStore, new_id
+
+log = logging.getLogger("evalsvc.api")
+
+
+def scoped_key(tenant: str, scope: str, key: str | None) -> str | None:
+    """An Idempotency-Key of one tenant for one kind of POST; hashed, so any header text is a safe key."""
+    return content_hash("idempotency", tenant, scope, key, length=32) if key else None
+
+
+def fingerprint(
+    kind: JobKind,
+    tenant: str,
+    task_id: str | None,
+    solution: Solution,
+    options: EvalOptions,
+    device_class: str,
+) -> str:
+    """The dedup key: identical work of one tenant is done once (tenants never see each other's jobs).
+
+    The device class is part of it: the same kernel timed on another GPU class is another measurement.
+    """
+    opts = options.model_dump(mode="json")
+    return content_hash(kind.value, tenant, task_id, solution.id, opts, device_class, length=32)
+
+
+def job_fingerprint(job: Job) -> str:
+    return fingerprint(job.kind, job.tenant, job.task_id, job.solution, job.options, job.device_class)
+
+
+def request_fingerprint(tenant: str, req: EvaluationRequest) -> str:
+    task_id = req.task_id if req.task is None else req.task.id
+    return fingerprint(JobKind.EVALUATE, tenant, task_id, req.solution, req.options, req.device_class)
+
+
+def compile_fingerprint(tenant: str, solution: Solution) -> str:
+    return fingerprint(JobKind.COMPILE, tenant, None, solution, EvalOptions(), "default")
+
+
+def register_task(store: JobStore, spec: TaskSpec) -> tuple[str, bool]:
+    """Check what can be checked without running the module (422), then store it by content hash."""
+    try:
+        spec.check_syntax()
+    except InvalidTask as e:
+        raise ProblemError(422, "invalid_task", str(e)) from None
+    return store.put_task(spec)
+
+
+def resolve_task(store: JobStore, req: EvaluationRequest, where: str = "task_id") -> str:
+    """The id of the request's task; inline tasks are registered first, unknown ids are a 422."""
+    if req.task is not None:
+        return register_task(store, req.task)[0]
+    assert req.task_id is not None
+    if store.task_view(req.task_id) is None:
+        raise ProblemError(422, "unknown_task", f"{where}: no task {req.task_id!r}; POST /v1/tasks first")
+    return req.task_id
+
+
+def new_job(kind: JobKind, tenant: str, solution: Solution, **fields: object) -> Job:
+    now = time.time()
+    prefix = "e" if kind is JobKind.EVALUATE else "c"
+    return Job(
+        id=new_id(prefix),
+        kind=kind,
+        state=State.QUEUED,
+        solution=solution,
+        tenant=tenant,
+        created_at=now,
+        updated_at=now,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def evaluation_job(tenant: str, req: EvaluationRequest, task_id: str) -> Job:
+    return new_job(
+        JobKind.EVALUATE,
+        tenant,
+        req.solution,
+        task_id=task_id,
+        options=req.options,
+        device_class=req.device_class,
+    )
+
+
+def submit(
+    store: JobStore, enqueuer: Enqueuer, job: Job, dedup_key: str, idempotency_key: str | None
+) -> tuple[Job, bool]:
+    """Store the job (or find the one it duplicates) and queue it when new. True when it existed."""
+    stored, existed = store.create_job(job, dedup_key=dedup_key, idempotency_key=idempotency_key)
+    if existed:
+        if job_fingerprint(stored) != dedup_key:  # found by its Idempotency-Key, not by its content
+            raise key_reused()
+        return stored, True
+    try:
+        enqueuer.enqueue(stored.id)
+    except Exception:  # whatever the transport raised, the job must not hold quota forever
+        _abandon(store, stored)
+        raise
+    return stored, False
+
+
+def _abandon(store: JobStore, job: Job) -> None:
+    """A job that could not be queued ends as our own error: freed from quota, never served by dedup."""
+    msg = "the job could not be queued; submit it again"
+    try:
+        store.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options))
+    except redis.RedisError:
+        log.error("job %s was stored but neither queued nor finished", job.id)
+
+
+def replayed(store: JobStore, idempotency_key: str | None, fingerprint_: str) -> Job | None:
+    """The job an earlier POST with this Idempotency-Key created, checked to be the same request."""
+    if idempotency_key is None:
+        return None
+    job_id = store.idempotent_lookup(idempotency_key)
+    job = store.get_job(job_id) if job_id else None
+    if job is None:
+        return None
+    if job_fingerprint(job) != fingerprint_:
+        raise key_reused()
+    return job
+
+
+def key_reused() -> ProblemError:
+    msg = "this Idempotency-Key was used for a different request; use a fresh key"
+    return ProblemError(422, "idempotency_key_reused", msg)

@@ -1,0 +1,69 @@
+"""/v1/tasks: reference problems, content-addressed (registering the same task twice is a no-op)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from evalsvc.api.deps import StoreDep, TaskIdPath, current_principal
+from evalsvc.api.links import follow
+from evalsvc.api.lookup import not_found
+from evalsvc.api.problems import problem_responses
+from evalsvc.api.submit import register_task
+from evalsvc.api.views import TaskPage
+from evalsvc.core.tasks import TaskSpec
+from evalsvc.service.records import TaskView
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(current_principal)])
+
+
+@router.post(
+    "",
+    name="register_task",
+    status_code=201,
+    response_model=TaskView,
+    responses={
+        201: follow("get_task", "task_id"),
+        200: {
+            "model": TaskView,
+            "description": "The same task (source and meta) was already registered.",
+            **follow("get_task", "task_id"),
+        },
+        **problem_responses(401, 413, 422, 429, 503),
+    },
+)
+def post_task(spec: TaskSpec, store: StoreDep, response: Response) -> TaskView:
+    """Register a task: 201 when new, 200 when it existed (the id is its content hash)."""
+    task_id, created = register_task(store, spec)
+    response.status_code = 201 if created else 200
+    response.headers["Location"] = f"/v1/tasks/{task_id}"
+    view = store.task_view(task_id)
+    if view is None:  # expired between the two reads: practically never, but never a 500
+        raise not_found("task", task_id)
+    return view
+
+
+@router.get("", name="list_tasks", response_model=TaskPage, responses=problem_responses(401, 422, 429, 503))
+def list_tasks(
+    store: StoreDep,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> TaskPage:
+    """Tasks in registration order, one page at a time."""
+    items = store.list_tasks(offset, limit)
+    next_offset = offset + limit if len(items) == limit else None
+    return TaskPage(items=items, offset=offset, limit=limit, next_offset=next_offset)
+
+
+@router.get(
+    "/{task_id}",
+    name="get_task",
+    response_model=TaskView,
+    responses=problem_responses(401, 404, 422, 429, 503),
+)
+def get_task(task_id: TaskIdPath, store: StoreDep) -> TaskView:
+    view = store.task_view(task_id)
+    if view is None:
+        raise not_found("task", task_id)
+    return view

@@ -1,0 +1,55 @@
+"""Response documents that exist only at the HTTP boundary (the shared ones are in service.records)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from evalsvc.core.results import Status
+from evalsvc.service.records import BatchItem, BatchView, CompileView, Job, State, TaskView
+
+
+class TaskPage(BaseModel):
+    items: list[TaskView]
+    offset: int
+    limit: int
+    next_offset: int | None = Field(description="offset of the next page; null on the last page")
+
+
+class DeviceView(BaseModel):
+    queue: str
+    device: str
+    device_class: str
+    hostname: str
+    heartbeat_at: float
+
+
+class ReadyView(BaseModel):
+    ready: bool
+    redis: str = Field(description="'ok' or why Redis did not answer")
+    workers: dict[str, int] = Field(description="live workers by kind ('compile', 'gpu')")
+    missing: list[str] = Field(description="what keeps the service from being ready")
+
+
+def batch_view(batch_id: str, jobs: list[Job]) -> BatchView:
+    items = [
+        BatchItem(
+            id=j.id,
+            state=j.state,
+            status=j.result.status if j.result else None,
+            reward=j.result.reward if j.result else None,
+        )
+        for j in jobs
+    ]
+    done = sum(1 for j in jobs if j.state is State.DONE)
+    return BatchView(id=batch_id, total=len(jobs), done=done, items=items)
+
+
+def compile_view(job: Job) -> CompileView:
+    report = job.compile_report
+    status: Status | None = None
+    if job.result is not None:
+        status = job.result.status
+    elif report is not None:
+        status = Status.OK if report.ok else Status.COMPILE_ERROR
+    message = job.result.message if job.result else None
+    return CompileView(id=job.id, state=job.state, status=status, report=report, message=message)
