@@ -106,14 +106,15 @@ def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no
             memory_bytes=settings.runner_memory_bytes, call_timeout_s=settings.runner_call_timeout_s
         ),
         scratch_root=settings.scratch_dir,
+        hide=[settings.data_dir],
     )
     judge = Judge(settings.device, launcher, MemoryBaselineCache())
     return Evaluator(judge, store, worker=settings.worker_name)
 
 
-def make_local_pipeline(settings: Settings):  # type: ignore[no-untyped-def]
+def make_local_pipeline(settings: Settings, with_pch: bool = True):  # type: ignore[no-untyped-def]
     """Compiler + evaluator in one process (the CLI's `eval`)."""
     from evalsvc.engine.evaluate import LocalPipeline
 
     store = make_store(settings)
-    return LocalPipeline(make_compiler(settings, store), make_evaluator(settings, store))
+    return LocalPipeline(make_compiler(settings, store, with_pch), make_evaluator(settings, store))

@@ -164,8 +164,12 @@ class Compiler:
             report=report,
         )
         (artifact / "manifest.json").write_text(manifest.model_dump_json())
-        if build.stage == "build":  # deterministic outcomes only: a capture failure may be transient
+        timed_out = any(e.timed_out for e in build.extensions)
+        if build.stage == "build" and not timed_out:  # deterministic outcomes only
             self.store.put(key, artifact)
+        if timed_out:
+            limit = f"compilation exceeded its time limit ({self.limits.wall_seconds:.0f} s)"
+            return CompileOutcome(Status.TIMEOUT, report, None, [], limit)
         if not build.ok:
             return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
         return CompileOutcome(Status.OK, report, key, [])

@@ -126,7 +126,6 @@ class Judge:
         state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
         msg = {
             "op": "load",
-            "artifact": str(handle.scratch / "artifact"),
             "init_inputs": list(task.get_init_inputs()),
             "state_dict": state,
             "tf32": tf32,

@@ -87,12 +87,18 @@ class RunnerLauncher:
     """One per judge. The forkserver is the warm template: it imports torch once, never CUDA."""
 
     def __init__(
-        self, device: str, isolate: bool, limits: RunnerLimits | None = None, scratch_root: Path | None = None
+        self,
+        device: str,
+        isolate: bool,
+        limits: RunnerLimits | None = None,
+        scratch_root: Path | None = None,
+        hide: list[Path] | tuple[Path, ...] = (),
     ) -> None:
         self.device = device
         self.isolate = isolate
         self.limits = limits or RunnerLimits()
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
+        self.hide = [Path(p) for p in hide]
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(["torch", "evalsvc.engine.runner"])
 
@@ -101,6 +107,7 @@ class RunnerLauncher:
         shutil.copytree(artifact, scratch / "artifact")
         parent, child = self._ctx.Pipe(duplex=True)
         setup = RunnerSetup(
+            hide=tuple(str(p) for p in self.hide),
             scratch=str(scratch),
             device=self.device,
             isolate=self.isolate,

@@ -21,7 +21,13 @@ import torch
 
 from evalsvc.engine.codec import decode, encode
 from evalsvc.engine.timing import TimingPolicy, measure
-from evalsvc.sandbox.isolation import SANDBOX_UID, die_with_parent, drop_privileges, unshare_network
+from evalsvc.sandbox.isolation import (
+    SANDBOX_UID,
+    die_with_parent,
+    drop_privileges,
+    private_filesystem_view,
+    unshare_network,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,7 @@ class RunnerSetup:
     memory_bytes: int
     nofile: int = 256
     nproc: int = 512
+    hide: tuple[str, ...] = ()
     fsize_bytes: int = 256 * 1024 * 1024
 
 
@@ -43,7 +50,8 @@ class Forbidden(Exception):
     """The candidate did something the rules refuse."""
 
 
-def _isolate(setup: RunnerSetup) -> None:
+def _isolate(setup: RunnerSetup) -> str:
+    """Cut the process off; returns the directory it works in (its only writable place)."""
     os.setsid()
     die_with_parent()
     log = os.open(os.path.join(setup.scratch, "candidate.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -70,12 +78,16 @@ def _isolate(setup: RunnerSetup) -> None:
                 os.chown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)
         os.chown(setup.scratch, SANDBOX_UID, SANDBOX_UID)
         unshare_network()
+        workdir = private_filesystem_view(setup.scratch, list(setup.hide))
         drop_privileges()
-    os.chdir(setup.scratch)
-    keep = {"PATH": "/usr/bin:/bin", "HOME": setup.scratch, "TMPDIR": setup.scratch, "LANG": "C.UTF-8"}
+    else:
+        workdir = setup.scratch
+    os.chdir(workdir)
+    keep = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
     os.environ.clear()
     os.environ.update(keep)
     _keep_freed_memory()
+    return workdir
 
 
 def _keep_freed_memory() -> None:
@@ -205,7 +217,8 @@ def _poison(device: torch.device, nbytes: int) -> None:
 
 
 class Server:
-    def __init__(self, conn: Any, device: torch.device) -> None:
+    def __init__(self, conn: Any, device: torch.device, workdir: str) -> None:
+        self.workdir = Path(workdir)
         self.conn = conn
         self.device = device
         self.candidate: Candidate | None = None
@@ -215,7 +228,7 @@ class Server:
         if op == "load":
             torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
             torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
-            self.candidate = Candidate(Path(msg["artifact"]), self.device)
+            self.candidate = Candidate(self.workdir / "artifact", self.device)
             self.candidate.load(msg["init_inputs"], msg["state_dict"])
             return {"ok": True}
         assert self.candidate is not None
@@ -260,9 +273,9 @@ class Server:
 
 def runner_main(conn: Any, setup: RunnerSetup) -> None:
     """Entry point in the child process."""
-    _isolate(setup)
+    workdir = _isolate(setup)
     device = torch.device(setup.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    Server(conn, device).serve()
+    Server(conn, device, workdir).serve()
     os._exit(0)

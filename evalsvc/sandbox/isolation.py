@@ -37,3 +37,54 @@ def drop_privileges(uid: int = SANDBOX_UID) -> None:
         raise IsolationError("prctl(PR_SET_NO_NEW_PRIVS) failed")
     if os.geteuid() != uid:
         raise IsolationError("could not drop privileges")
+
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+SYS_MOUNT_SETATTR = 442
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    args = [s.encode() if s is not None else None for s in (source, target, fstype)]
+    if _libc.mount(args[0], args[1], args[2], flags, data.encode() if data else None) != 0:
+        err = ctypes.get_errno()
+        raise IsolationError(f"mount {source} on {target} failed: {os.strerror(err)}")
+
+
+def _read_only_everywhere() -> None:
+    """Every mount read-only and nosuid; recursive mount_setattr, else remount each mount in turn."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
+    res = _libc.syscall(SYS_MOUNT_SETATTR, -100, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if res == 0:
+        return
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in points:
+        _libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
+
+
+def private_filesystem_view(workdir: str, hide: list[str], new_root_tmp: str = "/tmp") -> str:
+    """A mount namespace where everything is read-only, `hide` paths are empty, and `workdir` is the only
+    writable place, seen at `new_root_tmp`. Returns the path the process should work in."""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise IsolationError(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _read_only_everywhere()
+    _mount(workdir, new_root_tmp, None, MS_BIND)
+    for path in hide:
+        if os.path.isdir(path):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
+    if os.path.isdir("/dev/shm"):
+        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
+    return new_root_tmp

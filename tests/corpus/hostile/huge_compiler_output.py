@@ -1,18 +1,14 @@
-# trick: flood the compile log (hundreds of thousands of diagnostics) to exhaust the worker
+# trick: flood the compile log (200,000 diagnostics, ~20 MB) to exhaust the worker's memory or logs
 # expect: compile_error
 # device: any
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-SRC = "\n".join(f"int f{i}() {{ return undefined_symbol_{i}; }}" for i in range(1))  # static: same every import
-SRC += r"""
-#define A(x) x x x x x x x x x x
-#define B(x) A(A(A(A(x))))
-B(int g(){ return nope; })
-"""
-ext = load_inline(name="flood", cpp_sources=SRC, functions=["f0"], extra_cflags=["-fmax-errors=0"])
+FLOOD = "\n".join(["#warning " + "flood " * 16] * 200_000)  # static: the same text at every import
+SRC = FLOOD + "\ntorch::Tensor f(torch::Tensor x) { return undefined_symbol; }\n"
+ext = load_inline(name="flood", cpp_sources=SRC, functions=["f"])
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        return ext.f0(x)
+        return ext.f(x)

