@@ -67,7 +67,7 @@ def main() -> int:
             "median_spread": spread,
             "compile_s": outcome.report.duration_s,
             "ptxas": [k.model_dump() for k in outcome.report.resources],
-            "message": (first.message or "")[:300],
+            "message": (first.message or "")[:3000],
             "provenance": first.provenance.model_dump() if first.provenance else None,
         }
         rows.append(row)

@@ -24,8 +24,8 @@ PY
 for step in ${STEPS:-suite hostile stack}; do
   echo "=== $step $(date +%T)"
   case $step in
-    suite) timeout 560 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.5 ;;
-    hostile) timeout 400 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    suite) timeout 420 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.0 ;;
+    hostile) timeout 150 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     stack) timeout 500 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
   esac
   echo "=== $step exit $? $(date +%T)"

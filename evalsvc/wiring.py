@@ -106,7 +106,7 @@ def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no
             memory_bytes=settings.runner_memory_bytes, call_timeout_s=settings.runner_call_timeout_s
         ),
         scratch_root=settings.scratch_dir,
-        hide=[settings.data_dir],
+        cover=settings.data_dir,
     )
     judge = Judge(settings.device, launcher, MemoryBaselineCache())
     return Evaluator(judge, store, worker=settings.worker_name)

@@ -92,13 +92,13 @@ class RunnerLauncher:
         isolate: bool,
         limits: RunnerLimits | None = None,
         scratch_root: Path | None = None,
-        hide: list[Path] | tuple[Path, ...] = (),
+        cover: Path | None = None,
     ) -> None:
         self.device = device
         self.isolate = isolate
         self.limits = limits or RunnerLimits()
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
-        self.hide = [Path(p) for p in hide]
+        self.cover = cover
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(["torch", "evalsvc.engine.runner"])
 
@@ -107,7 +107,7 @@ class RunnerLauncher:
         shutil.copytree(artifact, scratch / "artifact")
         parent, child = self._ctx.Pipe(duplex=True)
         setup = RunnerSetup(
-            hide=tuple(str(p) for p in self.hide),
+            cover=str(self.cover) if self.cover else None,
             scratch=str(scratch),
             device=self.device,
             isolate=self.isolate,

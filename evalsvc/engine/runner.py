@@ -38,7 +38,7 @@ class RunnerSetup:
     memory_bytes: int
     nofile: int = 256
     nproc: int = 512
-    hide: tuple[str, ...] = ()
+    cover: str | None = None
     fsize_bytes: int = 256 * 1024 * 1024
 
 
@@ -78,7 +78,7 @@ def _isolate(setup: RunnerSetup) -> str:
                 os.chown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)
         os.chown(setup.scratch, SANDBOX_UID, SANDBOX_UID)
         unshare_network()
-        workdir = private_filesystem_view(setup.scratch, list(setup.hide))
+        workdir = private_filesystem_view(setup.scratch, setup.cover) if setup.cover else setup.scratch
         drop_privileges()
     else:
         workdir = setup.scratch

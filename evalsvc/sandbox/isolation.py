@@ -74,17 +74,24 @@ def _read_only_everywhere() -> None:
         _libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
 
 
-def private_filesystem_view(workdir: str, hide: list[str], new_root_tmp: str = "/tmp") -> str:
-    """A mount namespace where everything is read-only, `hide` paths are empty, and `workdir` is the only
-    writable place, seen at `new_root_tmp`. Returns the path the process should work in."""
+def private_filesystem_view(workdir: str, cover: str) -> str:
+    """A mount namespace where every mount is read-only, `cover` (the data directory: artifacts, other jobs'
+    scratch) is an empty tmpfs, and `workdir` is the one writable place, seen at `<cover>/work`.
+
+    The workdir is reached through an O_PATH descriptor, since covering its parent hides its path.
+    """
     if _libc.unshare(CLONE_NEWNS) != 0:
         raise IsolationError(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _read_only_everywhere()
-    _mount(workdir, new_root_tmp, None, MS_BIND)
-    for path in hide:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
+    handle = os.open(workdir, os.O_PATH | os.O_DIRECTORY)
+    try:
+        _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        target = os.path.join(cover, "work")
+        os.mkdir(target, 0o755)
+        _mount(f"/proc/self/fd/{handle}", target, None, MS_BIND)
+    finally:
+        os.close(handle)
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
-    return new_root_tmp
+    return target
