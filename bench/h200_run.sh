@@ -24,8 +24,8 @@ PY
 for step in ${STEPS:-suite hostile stack}; do
   echo "=== $step $(date +%T)"
   case $step in
-    suite) timeout 420 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.0 ;;
-    hostile) timeout 170 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
+    suite) timeout 300 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.0 --jobs 16 ;;
+    hostile) timeout 120 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 500 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
   esac
   echo "=== $step exit $? $(date +%T)"
