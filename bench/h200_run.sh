@@ -24,9 +24,9 @@ PY
 for step in ${STEPS:-suite hostile stack}; do
   echo "=== $step $(date +%T)"
   case $step in
-    suite) timeout 300 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 1.0 --jobs 16 ;;
-    hostile) timeout 120 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
-    stack) timeout 500 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
+    hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
+    stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
   esac
   echo "=== $step exit $? $(date +%T)"
 done

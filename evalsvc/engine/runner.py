@@ -276,6 +276,7 @@ def runner_main(conn: Any, setup: RunnerSetup) -> None:
     workdir = _isolate(setup)
     device = torch.device(setup.device)
     if device.type == "cuda":
+        device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
     Server(conn, device, workdir).serve()
     os._exit(0)

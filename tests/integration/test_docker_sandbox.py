@@ -184,7 +184,7 @@ def test_host_secret_is_not_readable(sandbox: DockerSandbox, tmp_path: Path) -> 
     secret = tmp_path / "secret.txt"
     secret.write_text(token)
     secret.chmod(0o644)
-    r = sh(sandbox, f"cat {secret}; cat /proc/1/root{secret}; echo listing; ls -A /tmp /scratch")
+    r = sh(sandbox, f"exec 2>&1; cat {secret}; cat /proc/1/root{secret}; echo listing; ls -A /tmp /scratch")
     assert token not in r.output
     assert r.output.count("No such file or directory") == 2, r.output
     assert r.output.split("listing", 1)[1].split() == ["/scratch:", "/tmp:"]  # host /tmp not visible
