@@ -63,15 +63,25 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 
 
 def _read_only_everywhere() -> None:
-    """Every mount read-only and nosuid; recursive mount_setattr, else remount each mount in turn."""
+    """Every mount read-only and nosuid, except /proc (see below); recursive mount_setattr, else remount each
+    mount in turn.
+
+    /proc stays writable: the NVIDIA driver (570+) names its threads through /proc/self/task/<tid>/comm inside
+    cuInit and fails with error 304 when it cannot. What a process may write there is checked per file by the
+    kernel against its own (unprivileged) credentials, as for any process.
+    """
     attr = _MountAttr(MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0)
     res = _libc.syscall(SYS_MOUNT_SETATTR, -100, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
     if res == 0:
+        rw = _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0)
+        if _libc.syscall(SYS_MOUNT_SETATTR, -100, b"/proc", 0, ctypes.byref(rw), ctypes.sizeof(rw)):
+            raise IsolationError(f"could not keep /proc writable: {os.strerror(ctypes.get_errno())}")
         return
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f]
     for point in points:
-        _libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
+        if point != "/proc":
+            _libc.mount(None, point.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, None)
 
 
 def private_filesystem_view(workdir: str, cover: str) -> str:
@@ -90,6 +100,8 @@ def private_filesystem_view(workdir: str, cover: str) -> str:
         target = os.path.join(cover, "work")
         os.mkdir(target, 0o755)
         _mount(f"/proc/self/fd/{handle}", target, None, MS_BIND)
+        # A bind mount inherits the read-only flag of the mount it came from: make this one writable.
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
     finally:
         os.close(handle)
     if os.path.isdir("/dev/shm"):
