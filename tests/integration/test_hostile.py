@@ -73,7 +73,10 @@ def hostile_pipeline(cpu_settings: Settings):  # type: ignore[no-untyped-def]
     settings = cpu_settings.model_copy(
         update={"compile_timeout_s": 45.0, "runner_call_timeout_s": 15.0, "runner_memory_bytes": 4 * 1024**3}
     )
-    return make_local_pipeline(settings)
+    before = set(settings.scratch_dir.glob("evalsvc-run-*"))  # other runs' leftovers are not this test's
+    pipeline = make_local_pipeline(settings)
+    pipeline.scratch_before = before  # type: ignore[attr-defined]
+    return pipeline
 
 
 @pytest.fixture(scope="module")
@@ -123,5 +126,6 @@ def test_path_traversal_in_file_names_is_refused() -> None:
 
 
 def test_no_root_owned_leftovers_in_scratch(hostile_pipeline, cpu_settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    leftovers = [p for p in cpu_settings.scratch_dir.glob("evalsvc-run-*") if p.exists()]
+    before = hostile_pipeline.scratch_before
+    leftovers = [p for p in cpu_settings.scratch_dir.glob("evalsvc-run-*") if p.exists() and p not in before]
     assert leftovers == [], leftovers
