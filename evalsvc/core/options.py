@@ -15,3 +15,6 @@ class EvalOptions(BaseModel):
     target_rel_ci: float = Field(0.01, gt=0, le=0.5)
     timing_pool: int = Field(4, ge=1, le=16, description="distinct input sets rotated while timing")
     profile: bool = False
+    max_speedup: float = Field(
+        100.0, gt=1, description="speedups over eager past this are flagged for review, not rewarded"
+    )

@@ -137,5 +137,6 @@ class EvaluationResult(BaseModel):
     correctness: Correctness | None = None
     compile: CompileReport | None = None
     findings: list[Finding] = Field(default_factory=list)
+    task_warnings: list[str] = Field(default_factory=list, description="what makes the task a weak judge")
     provenance: Provenance | None = None
     duration_s: float = 0.0

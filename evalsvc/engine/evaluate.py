@@ -17,7 +17,7 @@ from evalsvc.build.stage import Compiler
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.results import CompileReport, EvaluationResult, Provenance, Speedup, Status
-from evalsvc.core.rewards import speedup_evidence
+from evalsvc.core.rewards import SpeedupEvidence, speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.device_info import device_name, nvml_snapshot
@@ -79,7 +79,9 @@ class Evaluator:
     ) -> EvaluationResult:
         t = verdict.timings
         evidence = speedup_evidence(t.candidate, t.eager, t.compiled)
-        reward, milestone = options.schedule.score(verdict.status, evidence)
+        # A speed the hardware cannot back is reported but earns nothing beyond correctness.
+        scored = SpeedupEvidence() if verdict.review else evidence
+        reward, milestone = options.schedule.score(verdict.status, scored)
         device = self.judge.device
         snap = nvml_snapshot(device)
         prov = Provenance(
@@ -108,7 +110,8 @@ class Evaluator:
             timings=t,
             correctness=verdict.correctness,
             compile=report,
-            findings=verdict.findings,
+            findings=verdict.findings + verdict.review,
+            task_warnings=verdict.task_warnings,
             provenance=prov,
         )
 

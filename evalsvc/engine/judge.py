@@ -6,6 +6,7 @@ The reference's outputs never leave this process.
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
-from evalsvc.engine.taskload import LoadedTask
+from evalsvc.engine.taskload import LoadedTask, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure
 
 MAX_POISON_BYTES = 1 << 30
@@ -35,6 +36,8 @@ class Verdict:
     timings: Timings = field(default_factory=Timings)
     findings: list[Finding] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
+    review: list[Finding] = field(default_factory=list)  # correct, but its speed is not believed
+    task_warnings: list[str] = field(default_factory=list)
 
 
 class _Stop(Exception):
@@ -45,6 +48,14 @@ class _Stop(Exception):
         self.status = status
         self.message = message
         self.rule = rule
+
+
+# Datasheet peak memory bandwidth, bytes/s, by device-name substring: a bound no kernel can beat.
+PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "L40S": 0.864e12, "L4": 0.3e12}
+
+
+def peak_bandwidth(name: str) -> float | None:
+    return next((bw for key, bw in PEAK_BANDWIDTH.items() if key in name), None)
 
 
 def _nbytes(obj: Any) -> int:
@@ -71,6 +82,7 @@ class Judge:
         self.device = torch.device(device)
         self.launcher = launcher
         self.baselines = baselines
+        self._quality: dict[str, list[str]] = {}
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
@@ -78,19 +90,23 @@ class Judge:
         n_trials = options.trials or meta.trials
         seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
         verdict = Verdict(Status.OK, seeds=seeds)
-        verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=meta.relative_check)
         reference = task.make_model(seeds[0], self.device)
+        verdict.task_warnings = self._task_quality(task, reference)
+        relative = meta.relative_check or bool(verdict.task_warnings)
+        verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
         handle = self.launcher.start(artifact)
         try:
             self._load(handle, task, reference, meta.tf32)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
-                self._trial(handle, task, reference, t, seed, candidate_first=(t == 0), verdict=verdict)
+                first = t == 0
+                self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
             pool = [
                 task.make_inputs(s, self.device)
                 for s in seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
             ]
-            verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options)
+            relative = verdict.correctness.relative_check
+            verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
         except _Stop as stop:
             verdict.status, verdict.message = stop.status, stop.message
@@ -100,7 +116,48 @@ class Judge:
         finally:
             handle.close()
         self._baselines(task, reference, pool, options, verdict.timings)
+        verdict.review = self._implausible(verdict.timings, pool[0], reference, options)
         return verdict
+
+    def _implausible(
+        self, timings: Timings, inputs: list[Any], reference: torch.nn.Module, options: EvalOptions
+    ) -> list[Finding]:
+        """Claims the hardware cannot back: faster than moving the task's minimum bytes at the device's
+        peak bandwidth, or more than `options.max_speedup` over eager."""
+        cand, eager = timings.candidate, timings.eager
+        if cand is None:
+            return []
+        out: list[Finding] = []
+        if eager is not None and cand.median_ms * options.max_speedup < eager.median_ms:
+            out.append(
+                Finding(
+                    rule="implausible_speedup",
+                    message=f"{eager.median_ms / cand.median_ms:.0f}x faster than eager, over the "
+                    f"{options.max_speedup:g}x bound: flagged for review, not rewarded as a speedup",
+                )
+            )
+        peak = peak_bandwidth(device_name(self.device)) if self.device.type == "cuda" else None
+        if peak is not None:
+            min_bytes = _nbytes(inputs) + _nbytes(self._reference(reference, inputs))
+            floor_ms = min_bytes / peak * 1e3
+            if cand.median_ms < floor_ms:
+                out.append(
+                    Finding(
+                        rule="faster_than_memory_roofline",
+                        message=f"median {cand.median_ms * 1e3:.1f} µs is under the {floor_ms * 1e3:.1f} µs "
+                        f"needed to read the inputs and write the outputs ({min_bytes / 1e6:.1f} MB) at "
+                        f"{peak / 1e12:.2f} TB/s: flagged for review, not rewarded as a speedup",
+                    )
+                )
+        return out
+
+    def _task_quality(self, task: LoadedTask, reference: torch.nn.Module) -> list[str]:
+        """Checked once per task and process, on two fixed input sets."""
+        if task.spec.id not in self._quality:
+            outs = [self._reference(reference, task.make_inputs(s, self.device)) for s in (11, 12)]
+            meta = task.spec.meta
+            self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
+        return self._quality[task.spec.id]
 
     def _set_precision(self, tf32: bool) -> None:
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -119,7 +176,10 @@ class Judge:
             kind = reply.get("kind")
             status = Status.FORBIDDEN if kind == "forbidden" else Status.RUNTIME_ERROR
             error = str(reply.get("error", "unknown error"))[:4000]
-            raise _Stop(status, error, rule="runtime_check" if status is Status.FORBIDDEN else None)
+            rule = str(reply.get("rule", "runtime_check"))
+            if not re.fullmatch(r"[a-z_]{1,40}", rule):  # a label from the candidate's process: keep it tame
+                rule = "runtime_check"
+            raise _Stop(status, error, rule=rule if status is Status.FORBIDDEN else None)
         return reply
 
     def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
@@ -141,7 +201,10 @@ class Judge:
         seed: int,
         candidate_first: bool,
         verdict: Verdict,
+        repeat: bool = False,
     ) -> None:
+        """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
+        and work deferred to the next call show."""
         inputs = task.make_inputs(seed, self.device)
         poison = min(MAX_POISON_BYTES, 2 * _nbytes(inputs))
         msg = {"op": "run", "inputs": inputs, "poison_bytes": poison}
@@ -155,6 +218,9 @@ class Judge:
         if not _equal_inputs(inputs, reply.get("inputs_after", [])):
             raise _Stop(Status.FORBIDDEN, "the candidate modified its input tensors", rule="inputs_modified")
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
+        if repeat:
+            again = self._ask(handle, msg, timeout)
+            self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
 
     def _check(
         self,
@@ -167,9 +233,9 @@ class Judge:
         context: str = "",
     ) -> None:
         meta = task.spec.meta
-        cmp = compare(output, ref_out, meta.atol, meta.rtol, relative=meta.relative_check)
         corr = verdict.correctness
         assert corr is not None
+        cmp = compare(output, ref_out, meta.atol, meta.rtol, relative=corr.relative_check)
         corr.trials.append(
             TrialCheck(
                 trial=t,
@@ -203,6 +269,7 @@ class Judge:
         reference: torch.nn.Module,
         pool: list[list[Any]],
         options: EvalOptions,
+        relative: bool,
     ) -> TimingStats:
         policy = self._policy(options)
         msg = {"op": "time", "pool": pool, "policy": policy.__dict__}
@@ -213,7 +280,10 @@ class Judge:
                 Status.FORBIDDEN, "the runner reported an input set that does not exist", "forged_message"
             )
         ref_out = self._reference(reference, pool[idx])
-        corr = Verdict(Status.OK, correctness=Correctness(atol=task.spec.meta.atol, rtol=task.spec.meta.rtol))
+        meta = task.spec.meta
+        corr = Verdict(
+            Status.OK, correctness=Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
+        )
         try:
             self._check(reply["last_output"], ref_out, task, -1, False, corr, " (last timed call)")
         except _Stop as stop:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from evalsvc.engine.codec import decode, encode
+from evalsvc.engine.runtime_checks import OperatorTrace, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure
 from evalsvc.sandbox.isolation import (
     SANDBOX_UID,
@@ -47,7 +48,11 @@ class CandidateError(Exception):
 
 
 class Forbidden(Exception):
-    """The candidate did something the rules refuse."""
+    """The candidate did something the rules refuse; `rule` names the check."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 def _isolate(setup: RunnerSetup) -> str:
@@ -137,7 +142,8 @@ class Candidate:
         if rel is None:
             raise Forbidden(
                 "the solution asked for an extension that was not built at compile time "
-                "(sources are not static)"
+                "(sources are not static)",
+                "sources_not_static",
             )
         spec = importlib.util.spec_from_file_location(name, self.artifact / rel)
         if spec is None or spec.loader is None:
@@ -157,7 +163,7 @@ class Candidate:
             return self._load_library(call.key, call.name)
 
         def refuse(*args: Any, **kwargs: Any) -> Any:
-            raise Forbidden("compiling at run time is not allowed")
+            raise Forbidden("compiling at run time is not allowed", "runtime_compile")
 
         cx.load_inline = load_inline
         cx.load = refuse
@@ -201,10 +207,11 @@ def check_output(output: Any, inputs: list[Any]) -> None:
     for t in outs:
         if type(t) is not torch.Tensor or t.layout != torch.strided:
             raise Forbidden(
-                f"output is a {type(t).__name__} with layout {t.layout}, not a plain dense tensor"
+                f"output is a {type(t).__name__} with layout {t.layout}, not a plain dense tensor",
+                "output_not_plain_tensor",
             )
         if t.numel() and t.untyped_storage().data_ptr() in in_ptrs:
-            raise Forbidden("output shares memory with an input")
+            raise Forbidden("output shares memory with an input", "output_aliases_input")
 
 
 def _poison(device: torch.device, nbytes: int) -> None:
@@ -235,10 +242,21 @@ class Server:
         if op == "run":
             inputs = msg["inputs"]
             _poison(self.device, msg.get("poison_bytes", 0))
-            out = self.candidate.forward(*inputs)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize()
+            with OperatorTrace() as trace:
+                out = self.candidate.forward(*inputs)
             check_output(out, inputs)
+            if self.device.type == "cuda" and pending_side_stream_work(_tensors(out)):
+                raise Forbidden(
+                    "work on another stream was still writing the output when forward returned; "
+                    "launch on the current stream (torch.cuda.current_stream) or synchronize",
+                    "side_stream_work",
+                )
+            if forbidden := trace.forbidden():
+                raise Forbidden(
+                    f"forward ran torch operators {', '.join('aten.' + n for n in forbidden)} "
+                    "(seen at the dispatcher); the output must come from the solution's own kernels",
+                    "torch_compute_in_forward",
+                )
             return {"ok": True, "output": out, "inputs_after": inputs}
         if op == "time":
             m = measure(self.candidate.forward, msg["pool"], self.device, TimingPolicy(**msg["policy"]))
@@ -262,7 +280,7 @@ class Server:
             try:
                 reply = self.handle(msg)
             except Forbidden as e:
-                reply = {"ok": False, "kind": "forbidden", "error": str(e)}
+                reply = {"ok": False, "kind": "forbidden", "error": str(e), "rule": e.rule}
             except CandidateError as e:
                 reply = {"ok": False, "kind": "runtime_error", "error": str(e)}
             except BaseException as e:  # the candidate's own exceptions, SystemExit included

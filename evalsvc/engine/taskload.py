@@ -94,3 +94,29 @@ def _check_inputs(task: LoadedTask) -> None:
         raise InvalidTask("get_init_inputs must return a list")
     if sigs[0] != sigs[1]:
         raise InvalidTask("get_inputs shapes differ between calls (non-deterministic shapes)")
+
+
+def quality_warnings(first: Any, second: Any, atol: float, rtol: float) -> list[str]:
+    """What makes a task a poor judge: outputs so small that zeros pass the tolerance, or outputs that do
+    not change with the inputs. `first` and `second` are the reference's outputs for two input sets."""
+    from evalsvc.engine.compare import compare
+
+    def zeros(obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor):
+            return torch.zeros_like(obj)
+        if isinstance(obj, list | tuple):
+            return type(obj)(zeros(o) for o in obj)
+        return obj
+
+    warnings = []
+    if compare(zeros(first), first, atol, rtol).passed:
+        warnings.append(
+            f"all-zero outputs pass this task's tolerance (atol={atol:g}, rtol={rtol:g}): "
+            "evaluations use a norm-relative check instead"
+        )
+    if compare(second, first, 0.0, 0.0).passed:
+        warnings.append(
+            "the reference's outputs do not change with the inputs: a constant passes; "
+            "evaluations use a norm-relative check"
+        )
+    return warnings

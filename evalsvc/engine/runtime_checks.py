@@ -1,0 +1,91 @@
+"""Checks made while the candidate runs, for what a static check cannot see past.
+
+They run in the runner (the candidate's process), so a determined candidate could tamper with them; the
+static checks refuse the means (interpreter internals, ctypes, monkeypatching) and the judge re-checks
+everything that reaches it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# What forward may ask of ATen besides its own kernels: allocation, views, layout copies, metadata.
+ALLOWED_OPS = frozenset(
+    {
+        "_local_scalar_dense",
+        "_to_copy",
+        "_unsafe_view",
+        "alias",
+        "as_strided",
+        "clone",
+        "contiguous",
+        "copy_",
+        "detach",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "expand",
+        "fill_",
+        "full",
+        "full_like",
+        "lift_fresh",
+        "narrow",
+        "new_empty",
+        "new_empty_strided",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "permute",
+        "reshape",
+        "select",
+        "slice",
+        "split",
+        "split_with_sizes",
+        "squeeze",
+        "sym_numel",
+        "sym_size",
+        "sym_stride",
+        "t",
+        "transpose",
+        "unbind",
+        "unflatten",
+        "unsqueeze",
+        "view",
+        "zero_",
+        "zeros",
+        "zeros_like",
+    }
+)
+
+
+class OperatorTrace(TorchDispatchMode):
+    """Records every ATen operator dispatched while active, whoever called it: Python, an alias bound at
+    import, a dynamic lookup, or C++ code calling `at::` functions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        self.seen[name] = self.seen.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def forbidden(self) -> list[str]:
+        return sorted(n for n in self.seen if n not in ALLOWED_OPS)
+
+
+def pending_side_stream_work(outputs: list[torch.Tensor]) -> bool:
+    """True when an output changes after a device-wide sync, i.e. work on another stream was still
+    writing it when forward returned (the judge's events on the current stream would not have seen it)."""
+    snapshots = [t.detach().clone() for t in outputs]  # ordered after the current stream's work only
+    torch.cuda.synchronize()
+    for snap, out in zip(snapshots, outputs, strict=True):
+        a = snap.reshape(-1).view(torch.uint8)
+        b = out.detach().contiguous().reshape(-1).view(torch.uint8)
+        if not torch.equal(a, b):
+            return True
+    return False
