@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from evalsvc.engine.codec import decode, encode
-from evalsvc.engine.runtime_checks import OperatorTrace, pending_side_stream_work
+from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure
 from evalsvc.sandbox.isolation import (
     SANDBOX_UID,
@@ -229,6 +229,7 @@ class Server:
         self.conn = conn
         self.device = device
         self.candidate: Candidate | None = None
+        self.timer_guard = TimerGuard()  # taken before any candidate code runs
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg["op"]
@@ -259,7 +260,11 @@ class Server:
                 )
             return {"ok": True, "output": out, "inputs_after": inputs}
         if op == "time":
+            if tampered := self.timer_guard.tampered():
+                raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
             m = measure(self.candidate.forward, msg["pool"], self.device, TimingPolicy(**msg["policy"]))
+            if tampered := self.timer_guard.tampered():
+                raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
             check_output(m.last_output, msg["pool"][m.last_index])
             return {
                 "ok": True,

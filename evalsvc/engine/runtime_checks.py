@@ -89,3 +89,42 @@ def pending_side_stream_work(outputs: list[torch.Tensor]) -> bool:
         if not torch.equal(a, b):
             return True
     return False
+
+
+def _timer_parts() -> dict[str, Any]:
+    import time
+
+    import evalsvc.core.stats as stats
+    import evalsvc.engine.runner as runner
+    import evalsvc.engine.timing as timing
+
+    parts: dict[str, Any] = {
+        "time.perf_counter": time.perf_counter,
+        "timing.measure": timing.measure,
+        "runner.measure": runner.measure,
+        "runner.check_output": runner.check_output,
+        "timing._copy_into": timing._copy_into,
+        "timing.summarize": timing.summarize,
+        "timing.precise_enough": timing.precise_enough,
+        "stats.summarize": stats.summarize,
+        "measure.__code__": timing.measure.__code__,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.Tensor.copy_": torch.Tensor.copy_,
+        "torch.Tensor.fill_": torch.Tensor.fill_,
+    }
+    return parts
+
+
+class TimerGuard:
+    """Remembers the timing path as installed before the candidate was imported; `tampered()` names
+    what has been replaced since (a monkeypatched timer, synchronize or statistics function)."""
+
+    def __init__(self) -> None:
+        self.installed = _timer_parts()
+
+    def tampered(self) -> list[str]:
+        now = _timer_parts()
+        return sorted(name for name, obj in self.installed.items() if now.get(name) is not obj)
