@@ -71,9 +71,8 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
     prog = Program(mods)
     for m in mods:
         GlobalScan(prog, m).visit(m.tree)
-    model = next((c for key, c in prog.classes.items() if key.endswith(".ModelNew")), None)
-    if model is not None:
-        Reach(prog).run(model)
+    if prog.model is not None:
+        Reach(prog).run(prog.model)
     return hits + prog.hits
 
 

@@ -284,6 +284,15 @@ class Program:
         }
         for info in self.classes.values():
             self.collect_attrs(info)
+        self.model = self.find_model()
+
+    def find_model(self) -> ClassInfo | None:
+        """The class the harness instantiates: `class ModelNew`, or a class bound as `ModelNew = Impl`."""
+        for m in self.mods.values():
+            q = f"{m.stem}.ModelNew" if "ModelNew" in m.defs else m.aliases.get("ModelNew")
+            if q in self.classes:
+                return self.classes[q]
+        return None
 
     def hit(self, rule: str, mod: Module, node: ast.AST, why: str) -> None:
         self.hits.append((rule, mod.fname, getattr(node, "lineno", 1), why))
@@ -476,7 +485,7 @@ class GlobalScan(ast.NodeVisitor):
                 self.hit(
                     "tensor-subclass", node, f"`{node.name}` subclasses torch.Tensor: values can be deferred"
                 )
-            elif node.name == "ModelNew" and q not in NN_MODULE:
+            elif self.prog.model is not None and node is self.prog.model.node and q not in NN_MODULE:
                 self.hit("reference-model", node, f"ModelNew derives from `{q}`, not from nn.Module")
         self.generic_visit(node)
 

@@ -324,6 +324,14 @@ def test_model_new_must_derive_from_nn_module() -> None:
     assert _rules({"solution.py": ok}) == set()
 
 
+def test_model_new_bound_to_another_class_is_followed() -> None:
+    impl = "class _Impl(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    src = _EXT + "\n\n" + impl + "\n\nModelNew = _Impl\n"
+    assert "torch-compute-in-forward" in _rules({"solution.py": src})
+    src = _EXT + "\n\nclass _Impl(Base):\n    pass\n\n\nModelNew = _Impl\n"
+    assert "reference-model" in _rules({"solution.py": src})
+
+
 def test_reraising_handler_and_init_state_are_fine() -> None:
     init = "self.calls = 0\nself.w = nn.Parameter(torch.empty(4))"
     forward = (
