@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -64,6 +65,17 @@ class Settings(BaseSettings):
         validation_alias="PROMETHEUS_MULTIPROC_DIR",
         description="prometheus-client's own variable: metrics aggregated over processes when set",
     )
+    # observability (evalsvc.observability; docs/observability.md)
+    metrics_port: int | None = Field(
+        None, ge=0, le=65535, description="workers: port of this worker's Prometheus exporter; unset = none"
+    )
+    metrics_host: str = Field("127.0.0.1", description="workers: address the exporter listens on")
+    gpu_uuid: str | None = Field(
+        None, description="GPU workers: NVML UUID of this worker's GPU (NVML ignores CUDA_VISIBLE_DEVICES)"
+    )
+    gpu_max_temp_c: float = Field(85.0, description="GPU temperature above which timings are not trusted")
+    log_format: Literal["json", "text"] = Field("json", description="json: one JSON object per line")
+    log_level: str = Field("INFO", description="root log level of workers and the gateway")
 
     @property
     def artifact_dir(self) -> Path:

@@ -16,6 +16,8 @@ from urllib.parse import urlparse
 
 import httpx
 
+from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, scrape_config
+
 
 @dataclass
 class Stack:
@@ -23,7 +25,11 @@ class Stack:
     redis_url: str
     host: str = "127.0.0.1"
     port: int = 8000
+    metrics_port: int = 9101  # the compile worker's exporter; device workers take the next ports
+    prometheus_port: int = 9090
+    scrape_interval_s: float = 5.0
     procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    scrape_targets: dict[str, list[str]] = field(default_factory=dict)
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         log = open(self.data_dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
@@ -67,15 +73,52 @@ class Stack:
     def start_services(self, gpus: list[str]) -> None:
         cli = [sys.executable, "-m", "evalsvc.cli"]
         common = {"EVALSVC_REDIS_URL": self.redis_url, "EVALSVC_DATA_DIR": str(self.data_dir)}
-        self._spawn("gateway", [*cli, "serve", "--host", self.host, "--port", str(self.port)], common)
-        self._spawn("worker-compile", [*cli, "worker", "compile"], common)
+        gateway = {**common, **self._metrics_env("gateway", None)}
+        self._spawn("gateway", [*cli, "serve", "--host", self.host, "--port", str(self.port)], gateway)
+        compile_env = {**common, **self._metrics_env("compile", 0)}
+        self._spawn("worker-compile", [*cli, "worker", "compile"], compile_env)
         if not gpus:
-            self._spawn("worker-cpu", [*cli, "worker", "gpu", "--device", "cpu"], common)
+            env = {**common, **self._metrics_env("cpu", 1)}
+            self._spawn("worker-cpu", [*cli, "worker", "gpu", "--device", "cpu"], env)
         for i, uuid in enumerate(gpus):
-            env = {**common, "CUDA_VISIBLE_DEVICES": uuid}
+            env = {**common, **self._metrics_env(f"gpu{i}", 1 + i), "CUDA_VISIBLE_DEVICES": uuid}
+            env["EVALSVC_GPU_UUID"] = uuid  # NVML ignores CUDA_VISIBLE_DEVICES: name the GPU
             self._spawn(
                 f"worker-gpu{i}", [*cli, "worker", "gpu", "--device", "cuda:0", "--queue", f"gpu.{uuid}"], env
             )
+        self.start_prometheus()
+
+    def _metrics_env(self, group: str, port_offset: int | None) -> dict[str, str]:
+        """A fresh multiprocess directory per process group and, for workers, an exporter port."""
+        d = self.data_dir / "metrics" / group
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        env = {"PROMETHEUS_MULTIPROC_DIR": str(d)}
+        if port_offset is None:
+            self.scrape_targets.setdefault(GATEWAY_JOB, []).append(f"{self.host}:{self.port}")
+        else:
+            port = self.metrics_port + port_offset
+            env["EVALSVC_METRICS_PORT"] = str(port)
+            self.scrape_targets.setdefault(WORKERS_JOB, []).append(f"127.0.0.1:{port}")
+        return env
+
+    def start_prometheus(self) -> None:
+        """Write the scrape configuration; run Prometheus on it when installed and its port is free."""
+        config = self.data_dir / "prometheus.yml"
+        config.write_text(scrape_config(self.scrape_targets, interval_s=self.scrape_interval_s))
+        exe = shutil.which("prometheus")
+        if exe is None or _port_open("127.0.0.1", self.prometheus_port):
+            return
+        self._spawn(
+            "prometheus",
+            [
+                exe,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.data_dir / 'prometheus'}",
+                f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
+            ],
+            {},
+        )
 
     def wait_ready(self, timeout: float = 300) -> None:
         url = f"http://{self.host}:{self.port}/readyz"

@@ -1,4 +1,8 @@
-"""Celery task bodies: short, typed hand-offs to the compile stage and the evaluator."""
+"""Celery task bodies: short, typed hand-offs to the compile stage and the evaluator.
+
+Metrics and log fields are recorded here, around the calls into the worker context, from the job and
+its result document as stored; never inside the engine.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ from functools import cache
 
 from evalsvc.core.outcomes import failure
 from evalsvc.core.results import Status
+from evalsvc.observability.gpu_health import resolve_index, timing_readiness
+from evalsvc.observability.logs import log_context
+from evalsvc.observability.metrics import WorkerMetrics
 from evalsvc.service.records import Job, JobKind, State
-from workers.celery_app import app
+from workers.celery_app import app, worker_metrics
 from workers.context import WorkerContext, current_context
 
 log = logging.getLogger("evalsvc.worker")
@@ -20,7 +27,13 @@ def _ctx() -> WorkerContext:
     return current_context()
 
 
-def _start(ctx: WorkerContext, job_id: str) -> Job | None:
+@cache
+def _gpu_index() -> int | None:
+    s = _ctx().settings
+    return resolve_index(s.gpu_uuid, s.device)
+
+
+def _start(ctx: WorkerContext, metrics: WorkerMetrics, job_id: str) -> Job | None:
     """Load the job and count this attempt; jobs that keep killing workers end here."""
     job = ctx.jobs.get_job(job_id)
     if job is None or job.state is State.DONE:
@@ -29,29 +42,65 @@ def _start(ctx: WorkerContext, job_id: str) -> Job | None:
     job.attempts = attempts
     if attempts > ctx.settings.max_attempts:
         msg = f"the job was interrupted {attempts - 1} times (worker crash or kill); giving up"
-        ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options))
+        if ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options)):
+            metrics.finished(job, abandoned=True)
         return None
+    metrics.job_started(job)
     return job
+
+
+def _written_here(ctx: WorkerContext, job: Job) -> bool:
+    """Whether this attempt wrote the job's terminal result: the stored document is the one finished
+    here (a redelivered twin that finished first wrote its own), so each result is counted once."""
+    if job.state is not State.DONE:
+        return False
+    stored = ctx.jobs.get_job(job.id)
+    return stored is not None and stored.state is State.DONE and stored.updated_at == job.updated_at
+
+
+def _check_gpu(ctx: WorkerContext, metrics: WorkerMetrics) -> None:
+    """Say when timings start on a throttled or hot GPU (the judge's timing policy decides what to do)."""
+    index = _gpu_index()
+    if index is None:
+        return
+    ready, why = timing_readiness(index, ctx.settings.gpu_max_temp_c)
+    if not ready:
+        metrics.gpu_not_ready.inc()
+        log.warning("GPU %d is not ready for timing: %s", index, why)
 
 
 @app.task(name="evalsvc.compile", acks_late=True, reject_on_worker_lost=True)
 def compile_job(job_id: str) -> None:
-    ctx = _ctx()
-    job = _start(ctx, job_id)
-    if job is None:
-        return
-    ctx.jobs.advance(job, State.COMPILING)
-    ctx.compile_and_route(job)
+    ctx, metrics = _ctx(), worker_metrics()
+    with log_context(evaluation_id=job_id, stage="compile"):
+        job = _start(ctx, metrics, job_id)
+        if job is None:
+            return
+        with log_context(task_id=job.task_id), metrics.in_flight():
+            ctx.jobs.advance(job, State.COMPILING)
+            ctx.compile_and_route(job)
+        metrics.compiled(job.compile_report)
+        if _written_here(ctx, job):
+            metrics.finished(job)
+            log.info("finished at compile: %s", job.result.status if job.result else "compiled")
 
 
 @app.task(name="evalsvc.evaluate", acks_late=True, reject_on_worker_lost=True)
 def evaluate_job(job_id: str) -> None:
-    ctx = _ctx()
-    job = _start(ctx, job_id)
-    if job is None:
-        return
-    if job.kind is not JobKind.EVALUATE:
-        return
-    started = time.monotonic()
-    ctx.evaluate(job)
-    log.info("evaluated %s in %.2fs", job_id, time.monotonic() - started)
+    ctx, metrics = _ctx(), worker_metrics()
+    with log_context(evaluation_id=job_id, stage="evaluate"):
+        job = _start(ctx, metrics, job_id)
+        if job is None:
+            return
+        if job.kind is not JobKind.EVALUATE:
+            return
+        _check_gpu(ctx, metrics)
+        with log_context(task_id=job.task_id), metrics.in_flight():
+            started = time.monotonic()
+            ctx.evaluate(job)
+            elapsed = time.monotonic() - started
+        metrics.observe("evaluate", elapsed)
+        status = job.result.status if job.result else None
+        log.info("evaluated %s in %.2fs: %s", job_id, elapsed, status)
+        if _written_here(ctx, job):
+            metrics.finished(job)

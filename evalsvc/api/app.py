@@ -24,6 +24,7 @@ from evalsvc.api.enqueue import CeleryEnqueuer, Enqueuer
 from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics, MetricsMiddleware
 from evalsvc.api.problems import as_problem_media, install_handlers
+from evalsvc.observability.logs import setup_logging
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
@@ -78,6 +79,7 @@ def redis_client(settings: Settings) -> redis.Redis:
 def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        setup_logging(settings.log_format, settings.log_level)  # JSON lines, as the workers write
         client = redis_client(settings)
         app.state.store = JobStore(
             client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
