@@ -200,9 +200,10 @@ class XidWatcher:
 
     def _run(self, event_set: Any) -> None:
         nv = self.nv
+        wait = getattr(nv, "nvmlEventSetWait_v2", None) or nv.nvmlEventSetWait  # _v2 in newer bindings
         while True:
             try:
-                data = nv.nvmlEventSetWait_v2(event_set, 5000)
+                data = wait(event_set, 5000)
             except nv.NVMLError_Timeout:
                 continue
             except nv.NVMLError as e:
