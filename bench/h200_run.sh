@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
-#   STEPS="suite hostile stack" bash bench/h200_run.sh
+#   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -21,9 +21,10 @@ import resource, torch
 resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30))
 x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchronize(); print("CUDA under RLIMIT_DATA=8GiB: ok", float(x.sum()))
 PY
-for step in ${STEPS:-suite hostile stack}; do
+for step in ${STEPS:-suite hostile corpus stack}; do
   echo "=== $step $(date +%T)"
   case $step in
+    corpus) timeout 400 python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;

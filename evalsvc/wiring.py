@@ -43,12 +43,16 @@ def make_store(settings: Settings) -> ArtifactStore:
     return LocalArtifactStore(settings.artifact_dir)
 
 
+def _pch_ready(d: Path) -> bool:
+    return (d / "torch" / "extension.h.gch").is_file() and (d / "torch" / "extension.h").is_file()
+
+
 def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: str) -> None:
     """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
     from evalsvc.build.pch import DEFAULT_FLAGSETS, pch_subdir
     from evalsvc.sandbox.base import Mount
 
-    if all((pch_dir / pch_subdir(f) / "torch" / "extension.h.gch").exists() for f in DEFAULT_FLAGSETS):
+    if all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS):
         return
     pch_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(pch_dir, 0o777)

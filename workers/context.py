@@ -48,7 +48,8 @@ class WorkerContext:
         return written
 
     def compile_and_route(self, job: Job) -> None:
-        outcome = self.compiler.compile(job.solution)
+        task = self.jobs.get_task(job.task_id) if job.task_id else None
+        outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs))
         job.compile_report = outcome.report
         job.artifact_key = outcome.artifact_key
         if job.kind is JobKind.COMPILE:
@@ -99,6 +100,8 @@ class WorkerContext:
         result = self.evaluator.evaluate(
             task, job.solution, job.artifact_key, job.compile_report, job.options
         )
+        if job.task_id:
+            self.jobs.add_task_warnings(job.task_id, result.task_warnings)
         self.finish(job, result)
 
     def start_heartbeat(self, kind: str, queue: str, device: str, device_class: str) -> None:

@@ -139,7 +139,8 @@ def _pch_includes(extra_cflags: list[str]) -> list[Path]:
     if not root:
         return []
     d = Path(root) / pch_subdir(extra_cflags)
-    return [d] if (d / "torch" / "extension.h.gch").is_file() else []
+    ready = (d / "torch" / "extension.h.gch").is_file() and (d / "torch" / "extension.h").is_file()
+    return [d] if ready else []
 
 
 def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> BuildReport:
@@ -156,6 +157,7 @@ def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Bui
         return BuildReport(
             ok=False, stage="capture", message="the solution calls no load_inline: nothing to build"
         )
+    _write_sources(out, calls)
     reports = []
     for call in calls:
         gen_dir = scratch / "gen" / call.key
@@ -183,6 +185,17 @@ def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Bui
             break
     ok = all(r.ok for r in reports)
     return BuildReport(ok=ok, stage="build", extensions=reports)
+
+
+def _write_sources(out: Path, calls: list[InlineCall]) -> None:
+    """The captured C++/CUDA text, as the solution passed it to load_inline, for the native checks."""
+    sources: dict[str, str] = {}
+    for call in calls:
+        if call.cpp_sources:
+            sources[f"{call.name}.cpp"] = "\n".join(call.cpp_sources)
+        if call.cuda_sources:
+            sources[f"{call.name}.cu"] = "\n".join(call.cuda_sources)
+    (out / "sources.json").write_text(json.dumps(sources))
 
 
 def build_cuda_agent(spec: JobSpec, src: Path, scratch: Path, out: Path) -> BuildReport:

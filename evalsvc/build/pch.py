@@ -42,9 +42,15 @@ def build_pch(out: Path, extra_cflags: list[str]) -> Path:
 
     header = Path(cx.include_paths("cpu")[0]) / "torch" / "extension.h"
     target = out / pch_subdir(extra_cflags) / "torch" / "extension.h.gch"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # gcc resolves a second `#include <torch/extension.h>` (load_inline adds one, most solutions another)
+    # in this directory too, and a PCH serves only the first: this stub hands it on to the real header,
+    # whose `#pragma once` the PCH already carries. Without a usable PCH it simply includes the header.
+    stub = target.with_suffix("")
+    if not stub.exists():
+        stub.write_text("#pragma once\n#include_next <torch/extension.h>\n")
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         flags = _cxx_cflags(extra_cflags, Path(tmp))
         partial = target.with_suffix(".gch.partial")

@@ -20,8 +20,15 @@ from evalsvc.build.toolchain import Toolchain
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import CompileReport, Finding, Status
 from evalsvc.core.solutions import Solution
+from evalsvc.core.static_checks import Finding as StaticFinding
+from evalsvc.core.static_checks import check_native, check_python, inline_sources
 from evalsvc.sandbox.base import CompileSandbox, Mount, SandboxLimits
 from evalsvc.store.artifacts import ArtifactStore
+
+MAX_SOURCES_BYTES = 8 * 1024 * 1024
+# Part of every artifact key: bump it when the way sources become a library changes (flags, PCH use),
+# so cached builds and cached compile errors of the old recipe are not served.
+BUILD_RECIPE = "2"
 
 
 class Manifest(BaseModel):
@@ -67,20 +74,41 @@ class Compiler:
         self.python = python
 
     def artifact_key(self, solution: Solution) -> str:
-        return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch)
+        return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
 
-    def compile(self, solution: Solution) -> CompileOutcome:
+    def compile(self, solution: Solution, allow_vendor_libs: bool = False) -> CompileOutcome:
+        """Screen, then build (or find the build in the store), then screen what was built.
+
+        The Python checks need no build, so a refused solution costs no container. The native checks read
+        the C++/CUDA the solution really handed to load_inline (captured at build time, kept in the
+        artifact), so strings assembled at import time are checked too.
+        """
+        python = {k: v for k, v in solution.files.items() if k.endswith(".py")}
+        findings = check_python(python)
+        # The C++/CUDA readable without running anything; what import-time code assembles is checked below.
+        visible = {n: t for text in python.values() for n, t in inline_sources(text).items()}
+        findings = findings or check_native(visible | _native_sources(solution, None), allow_vendor_libs)
+        if findings:
+            return _refused(findings)
         key = self.artifact_key(solution)
         with tempfile.TemporaryDirectory(prefix="evalsvc-cached-") as tmp:
             if self.store.fetch(key, Path(tmp)):
                 manifest = Manifest.model_validate_json((Path(tmp) / "manifest.json").read_text())
                 report = manifest.report.model_copy(update={"cached": True, "duration_s": 0.0})
                 if report.ok:
-                    return CompileOutcome(Status.OK, report, key, [])
+                    outcome = CompileOutcome(Status.OK, report, key, [])
+                    sources = _native_sources(solution, Path(tmp))
+                    return self._screen_native(outcome, sources, allow_vendor_libs)
                 return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
-        return self._compile_fresh(solution, key)
+        return self._compile_fresh(solution, key, allow_vendor_libs)
 
-    def _compile_fresh(self, solution: Solution, key: str) -> CompileOutcome:
+    def _screen_native(
+        self, outcome: CompileOutcome, sources: dict[str, str], allow_vendor_libs: bool
+    ) -> CompileOutcome:
+        findings = check_native(sources, allow_vendor_libs)
+        return _refused(findings, outcome.report) if findings else outcome
+
+    def _compile_fresh(self, solution: Solution, key: str, allow_vendor_libs: bool) -> CompileOutcome:
         start = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="evalsvc-job-") as tmp:
             Path(tmp).chmod(0o755)
@@ -124,10 +152,17 @@ class Compiler:
                     msg = "the compile job ran out of memory"
                 report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
                 return CompileOutcome(Status.COMPILE_ERROR, report, None, [], f"{msg} (exit {run.exit_code})")
-            return self._file(solution, key, build, out, job, duration)
+            return self._file(solution, key, build, out, job, duration, allow_vendor_libs)
 
     def _file(
-        self, solution: Solution, key: str, build: BuildReport, out: Path, job: Path, duration: float
+        self,
+        solution: Solution,
+        key: str,
+        build: BuildReport,
+        out: Path,
+        job: Path,
+        duration: float,
+        allow_vendor_libs: bool,
     ) -> CompileOutcome:
         parts = summarize(build)
         report = CompileReport(
@@ -154,6 +189,9 @@ class Compiler:
             (artifact / lib).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(out / lib, artifact / lib)
         shutil.copytree(job / "src", artifact / "src")
+        captured = _read_captured_sources(out / "sources.json")
+        if captured:
+            (artifact / "sources.json").write_text(json.dumps(captured))
         manifest = Manifest(
             key=key,
             format=solution.format.value,
@@ -172,7 +210,35 @@ class Compiler:
             return CompileOutcome(Status.TIMEOUT, report, None, [], limit)
         if not build.ok:
             return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
-        return CompileOutcome(Status.OK, report, key, [])
+        outcome = CompileOutcome(Status.OK, report, key, [])
+        return self._screen_native(outcome, _native_sources(solution, artifact), allow_vendor_libs)
+
+
+def _refused(findings: list[StaticFinding], report: CompileReport | None = None) -> CompileOutcome:
+    found = [Finding(rule=f.rule, message=f.why, file=f.file, line=f.line) for f in findings]
+    rules = sorted({f.rule for f in findings})
+    first = findings[0]
+    message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.why}"
+    return CompileOutcome(Status.FORBIDDEN, report or CompileReport(ok=False), None, found, message)
+
+
+def _read_captured_sources(path: Path) -> dict[str, str]:
+    """The compile job's record of what it passed to the compiler (its own output: validate it)."""
+    if not path.is_file() or path.is_symlink() or path.stat().st_size > MAX_SOURCES_BYTES:
+        return {}
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k)[:200]: v for k, v in data.items() if isinstance(v, str)}
+
+
+def _native_sources(solution: Solution, artifact: Path | None) -> dict[str, str]:
+    """C++/CUDA to screen: a CUDA Agent tree's own files, and the sources captured from load_inline."""
+    own = {k: v for k, v in solution.files.items() if not k.endswith(".py")}
+    return own | (_read_captured_sources(artifact / "sources.json") if artifact else {})
 
 
 def _read_report(path: Path) -> BuildReport | None:

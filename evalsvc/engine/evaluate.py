@@ -131,7 +131,7 @@ class LocalPipeline:
         except (InvalidSolution, InvalidTask) as e:
             status = Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR
             return failure(status, str(e), options)
-        outcome = self.compiler.compile(solution)
+        outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs)
         if outcome.status is not Status.OK or outcome.artifact_key is None:
             result = compile_failure(
                 outcome.status, outcome.message, outcome.report, outcome.findings, options

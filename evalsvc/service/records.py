@@ -126,6 +126,9 @@ class TaskView(BaseModel):
     name: str | None
     meta: dict
     created_at: float
+    warnings: list[str] = Field(
+        default_factory=list, description="found by the GPU side on evaluation: what makes this task weak"
+    )
 
 
 class WorkerInfo(BaseModel):

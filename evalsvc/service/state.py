@@ -68,9 +68,19 @@ class JobStore:
         if not raw:
             return None
         d = json.loads(raw)
+        warnings = [w.decode() for w in self.r.smembers(P + "task-warnings:" + task_id)]
         return TaskView(
-            id=task_id, name=d["spec"].get("name"), meta=d["spec"]["meta"], created_at=d["created_at"]
+            id=task_id,
+            name=d["spec"].get("name"),
+            meta=d["spec"]["meta"],
+            created_at=d["created_at"],
+            warnings=sorted(warnings),
         )
+
+    def add_task_warnings(self, task_id: str, warnings: list[str]) -> None:
+        """What the GPU side learned about the task (its outputs can be matched by zeros, ...)."""
+        if warnings:
+            self.r.sadd(P + "task-warnings:" + task_id, *warnings)
 
     def list_tasks(self, offset: int = 0, limit: int = 100) -> list[TaskView]:
         ids = self.r.zrange(P + "tasks", offset, offset + limit - 1)

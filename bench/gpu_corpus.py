@@ -1,0 +1,67 @@
+"""The exploit and honest corpora on one device at full task size: every exploit must get its expected
+verdict, every honest solution must pass. Prints a markdown table, writes JSON.
+
+    python -m bench.gpu_corpus --device cuda --out OUTDIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from evalsvc.cli_files import read_solution
+from evalsvc.core.options import EvalOptions
+from evalsvc.settings import Settings
+from evalsvc.wiring import make_local_pipeline
+from tests.corpus.reader import entries, header, task_for
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
+    ap.add_argument("--jobs", type=int, default=8)
+    args = ap.parse_args()
+    devices = ("any", "cuda") if args.device.startswith("cuda") else ("any", "cpu")
+    settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
+    pipe = make_local_pipeline(settings, with_pch=False)
+    subjects = [(p, header(p).get("expect", "ok")) for p in entries("exploits", devices)]
+    subjects += [(p, "ok") for p in entries("honest", devices)]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(args.jobs) as pool:  # compiles in parallel; evaluations below, one at a time
+        list(pool.map(lambda s: pipe.compiler.compile(read_solution(s[0])), subjects))
+    print(f"compiled {len(subjects)} submissions in {time.monotonic() - t0:.0f} s", flush=True)
+    opts = EvalOptions(trials=5, timing_budget_s=0.5, compile_baseline=False)
+    rows = []
+    for path, expect in subjects:
+        r = pipe.evaluate(task_for(path, small=False), read_solution(path), opts)
+        rows.append(
+            {
+                "submission": f"{path.parent.name}/{path.name}",
+                "trick": header(path).get("trick") or header(path).get("style", ""),
+                "expected": expect,
+                "got": r.status.value,
+                "rules": sorted({f.rule for f in r.findings}),
+                "reward": r.reward,
+                "message": (r.message or "")[:300],
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    lines = ["| submission | expected | got | rules |", "|---|---|---|---|"]
+    lines += [f"| {r['submission']} | {r['expected']} | {r['got']} | {', '.join(r['rules'])} |" for r in rows]
+    wrong = [r["submission"] for r in rows if r["got"] != r["expected"]]
+    lines.append(f"\n{len(rows) - len(wrong)}/{len(rows)} as expected; not as expected: {wrong}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "corpus.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "corpus.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

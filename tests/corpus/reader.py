@@ -1,0 +1,45 @@
+"""Reads the exploit and honest corpora: each entry's header, and the task it is evaluated on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalsvc.cli_files import read_task
+from evalsvc.core.tasks import TaskSpec
+
+CORPUS = Path(__file__).parent
+ROOT = CORPUS.parents[1]
+EXAMPLES = ROOT / "evalsvc" / "examples"
+
+
+def header(path: Path) -> dict[str, str]:
+    """The leading `# key: value` lines of a solution file (of model_new.py for a CUDA Agent tree)."""
+    entry = path / "model_new.py" if path.is_dir() else path
+    out = {}
+    for line in entry.read_text().splitlines():
+        if not line.startswith("# "):
+            break
+        key, _, value = line[2:].partition(": ")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def entries(kind: str, devices: tuple[str, ...]) -> list[Path]:
+    """`exploits` or `honest` entries whose `device` header is one of `devices`."""
+    root = CORPUS / kind
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.suffix == ".py" or (p / "model_new.py").is_file()]
+    return sorted(p for p in found if header(p).get("device", "any") in devices)
+
+
+def task_for(path: Path, small: bool) -> TaskSpec:
+    """The entry's task: with `small`, the CPU-sized copy under tests/corpus/tasks when there is one."""
+    h = header(path)
+    name = h["task"]
+    candidates = [CORPUS / "tasks" / name / "task.py"] if small else []
+    candidates += [ROOT / name / "task.py", EXAMPLES / name / "task.py"]
+    task = read_task(next(p for p in candidates if p.is_file()))
+    if h.get("allow_vendor_libs") == "true":
+        task = task.model_copy(update={"meta": task.meta.model_copy(update={"allow_vendor_libs": True})})
+    return task

@@ -1,0 +1,27 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sum over one dimension, keeping it (size 1)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x, dim=self.dim, keepdim=True)
+
+
+BATCH = 4
+DIM1 = 4096
+DIM2 = 1024  # 64M floats: 256 MB read per call on the GPU
+REDUCE_DIM = 1
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM1, DIM2)]
+
+
+def get_init_inputs():
+    return [REDUCE_DIM]
