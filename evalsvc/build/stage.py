@@ -72,6 +72,8 @@ class Compiler:
         self.cuda_arch = cuda_arch
         self.limits = limits or SandboxLimits()
         self.python = python
+        # The static screens; the hostile-sandbox tests turn them off to prove the sandboxes hold alone.
+        self.screen = True
 
     def artifact_key(self, solution: Solution) -> str:
         return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
@@ -88,7 +90,7 @@ class Compiler:
         # The C++/CUDA readable without running anything; what import-time code assembles is checked below.
         visible = {n: t for text in python.values() for n, t in inline_sources(text).items()}
         findings = findings or check_native(visible | _native_sources(solution, None), allow_vendor_libs)
-        if findings:
+        if findings and self.screen:
             return _refused(findings)
         key = self.artifact_key(solution)
         with tempfile.TemporaryDirectory(prefix="evalsvc-cached-") as tmp:
@@ -106,7 +108,7 @@ class Compiler:
         self, outcome: CompileOutcome, sources: dict[str, str], allow_vendor_libs: bool
     ) -> CompileOutcome:
         findings = check_native(sources, allow_vendor_libs)
-        return _refused(findings, outcome.report) if findings else outcome
+        return _refused(findings, outcome.report) if findings and self.screen else outcome
 
     def _compile_fresh(self, solution: Solution, key: str, allow_vendor_libs: bool) -> CompileOutcome:
         start = time.monotonic()
