@@ -85,12 +85,7 @@ class Compiler:
         the C++/CUDA the solution really handed to load_inline (captured at build time, kept in the
         artifact), so strings assembled at import time are checked too.
         """
-        python = {k: v for k, v in solution.files.items() if k.endswith(".py")}
-        findings = check_python(python)
-        # The C++/CUDA readable without running anything; what import-time code assembles is checked below.
-        visible = {n: t for text in python.values() for n, t in inline_sources(text).items()}
-        findings = findings or check_native(visible | _native_sources(solution, None), allow_vendor_libs)
-        if findings and self.screen:
+        if self.screen and (findings := _screen_sources(solution, allow_vendor_libs)):
             return _refused(findings)
         key = self.artifact_key(solution)
         with tempfile.TemporaryDirectory(prefix="evalsvc-cached-") as tmp:
@@ -99,8 +94,8 @@ class Compiler:
                 report = manifest.report.model_copy(update={"cached": True, "duration_s": 0.0})
                 if report.ok:
                     outcome = CompileOutcome(Status.OK, report, key, [])
-                    sources = _native_sources(solution, Path(tmp))
-                    return self._screen_native(outcome, sources, allow_vendor_libs)
+                    captured = _read_captured_sources(Path(tmp) / "sources.json")
+                    return self._screen_native(outcome, captured, allow_vendor_libs)
                 return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
         return self._compile_fresh(solution, key, allow_vendor_libs)
 
@@ -213,7 +208,7 @@ class Compiler:
         if not build.ok:
             return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
         outcome = CompileOutcome(Status.OK, report, key, [])
-        return self._screen_native(outcome, _native_sources(solution, artifact), allow_vendor_libs)
+        return self._screen_native(outcome, captured, allow_vendor_libs)
 
 
 def _refused(findings: list[StaticFinding], report: CompileReport | None = None) -> CompileOutcome:
@@ -222,6 +217,15 @@ def _refused(findings: list[StaticFinding], report: CompileReport | None = None)
     first = findings[0]
     message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.why}"
     return CompileOutcome(Status.FORBIDDEN, report or CompileReport(ok=False), None, found, message)
+
+
+def _screen_sources(solution: Solution, allow_vendor_libs: bool) -> list[StaticFinding]:
+    """The checks that need no build: the Python, and the C++/CUDA readable without running anything
+    (string constants handed to load_inline, a CUDA Agent tree's files)."""
+    python = {k: v for k, v in solution.files.items() if k.endswith(".py")}
+    visible = {n: t for text in python.values() for n, t in inline_sources(text).items()}
+    own = {k: v for k, v in solution.files.items() if not k.endswith(".py")}
+    return check_python(python) or check_native(visible | own, allow_vendor_libs)
 
 
 def _read_captured_sources(path: Path) -> dict[str, str]:
@@ -235,12 +239,6 @@ def _read_captured_sources(path: Path) -> dict[str, str]:
     if not isinstance(data, dict):
         return {}
     return {str(k)[:200]: v for k, v in data.items() if isinstance(v, str)}
-
-
-def _native_sources(solution: Solution, artifact: Path | None) -> dict[str, str]:
-    """C++/CUDA to screen: a CUDA Agent tree's own files, and the sources captured from load_inline."""
-    own = {k: v for k, v in solution.files.items() if not k.endswith(".py")}
-    return own | (_read_captured_sources(artifact / "sources.json") if artifact else {})
 
 
 def _read_report(path: Path) -> BuildReport | None:

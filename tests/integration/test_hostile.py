@@ -18,6 +18,7 @@ from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.settings import Settings
+from tests.corpus.reader import header
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "hostile"
 SECRET_PATH = Path("/var/tmp/evalsvc-planted-secret")
@@ -25,16 +26,6 @@ PWNED = Path("/var/tmp/evalsvc-pwned")
 OPTS = EvalOptions(trials=2, timing_budget_s=0.2, compile_baseline=False, timing_pool=2)
 
 pytestmark = pytest.mark.docker
-
-
-def header(path: Path) -> dict[str, str]:
-    out = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("# "):
-            break
-        key, _, value = line[2:].partition(": ")
-        out[key] = value
-    return out
 
 
 CASES = sorted(

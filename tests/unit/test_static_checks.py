@@ -11,24 +11,12 @@ from pathlib import Path
 import pytest
 
 from evalsvc.core.static_checks import RULES, Finding, check_native, check_python, inline_sources
+from tests.corpus.reader import header
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "tests" / "corpus"
 EXAMPLES = ROOT / "evalsvc" / "examples"
 EXPECTS = {"forbidden", "incorrect", "runtime_error"}
-
-
-def header(path: Path) -> dict[str, str]:
-    """The `# key: value` lines at the top of a corpus file (of model_new.py for a CUDA Agent tree)."""
-    if path.is_dir():
-        path = path / "model_new.py"
-    out = {}
-    for line in path.read_text().splitlines():
-        if not line.startswith("# "):
-            break
-        key, _, value = line[2:].partition(": ")
-        out[key] = value
-    return out
 
 
 def solution(path: Path) -> tuple[dict[str, str], dict[str, str]]:
