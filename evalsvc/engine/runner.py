@@ -88,11 +88,27 @@ def _isolate(setup: RunnerSetup) -> str:
     else:
         workdir = setup.scratch
     os.chdir(workdir)
-    keep = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
     os.environ.clear()
-    os.environ.update(keep)
+    os.environ.update(runner_environment(workdir))
     _keep_freed_memory()
     return workdir
+
+
+def runner_environment(workdir: str) -> dict[str, str]:
+    """The whole environment a candidate sees. The sandbox uid has no passwd entry, so the user name
+    comes from here (getpass.getuser(), which torch._dynamo calls at import), and every cache torch or
+    Triton would write under the user's home lands in the job's own scratch directory."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "USER": "evalsvc-runner",
+        "LOGNAME": "evalsvc-runner",
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(workdir, ".cache", "inductor"),
+        "TRITON_CACHE_DIR": os.path.join(workdir, ".cache", "triton"),
+        "XDG_CACHE_HOME": os.path.join(workdir, ".cache"),
+    }
 
 
 def _keep_freed_memory() -> None:

@@ -72,3 +72,30 @@ def test_view_is_read_only_but_proc_stays_writable_for_the_cuda_driver() -> None
     assert seen["cover_listing"] == ["work"]  # the data dir (artifacts, other jobs) is hidden
     assert not Path("/tmp/evalsvc-isolation-probe").exists()
     shutil.rmtree(cover)
+
+
+def test_torch_dynamo_imports_as_the_sandbox_uid() -> None:
+    """The sandbox uid has no passwd entry; torch._dynamo asks getpass.getuser() at import (seen on the
+    H200: every CUDA evaluation died with "getpwuid(): uid not found: 65532")."""
+    import subprocess
+    import sys
+
+    from evalsvc.engine.runner import runner_environment
+
+    workdir = Path(tempfile.mkdtemp(prefix="evalsvc-dynamo-", dir="/var/tmp"))
+    os.chown(workdir, 65532, 65532)
+    probe = (
+        "import getpass, torch._dynamo.package as p, torch._inductor.runtime.cache_dir_utils as c;"
+        "print(getpass.getuser(), c.cache_dir())"
+    )
+    env = runner_environment(str(workdir))
+    env["PATH"] = os.environ["PATH"]  # to find this interpreter's own prefix, as the warm template has it
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, cwd=workdir, capture_output=True, text=True, timeout=120,
+        user=65532, group=65532, extra_groups=[],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    user, cache = done.stdout.split()
+    assert user == "evalsvc-runner"
+    assert cache.startswith(str(workdir))
+    shutil.rmtree(workdir)
