@@ -120,6 +120,7 @@ class Judge:
             handle.close()
         self._baselines(task, reference, pool, options, verdict.timings)
         verdict.review = self._implausible(verdict.timings, pool[0], reference, options)
+        self.launcher.prestart()  # after every timing of this evaluation, so it disturbs none
         return verdict
 
     def _implausible(
