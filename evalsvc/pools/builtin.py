@@ -291,10 +291,12 @@ def _size_label(size: dict[str, int]) -> str:
 
 
 def builtin_sources() -> Iterator[tuple[str, str]]:
-    """(name, source) of every builtin task: each template at each size, then the degenerate ones."""
-    for name, (_, _, sizes) in TEMPLATES.items():
-        for size in sizes:
-            yield f"{name}/{_size_label(size)}", _source(name, size)
+    """(name, source) of every builtin task: the smallest size of every template first, then the next
+    size of each, ...; then the degenerate ones."""
+    for i in range(max(len(sizes) for _, _, sizes in TEMPLATES.values())):
+        for name, (_, _, sizes) in TEMPLATES.items():
+            if i < len(sizes):
+                yield f"{name}/{_size_label(sizes[i])}", _source(name, sizes[i])
     for name, body in DEGENERATE.items():
         yield name, HEADER + body
 

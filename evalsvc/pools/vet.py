@@ -111,9 +111,10 @@ class Vetter:
             raise _Reject(VetReason.INVALID_TASK, str(e)) from None
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        try:
-            model = task.make_model(0, self.device)
-            inputs = [task.make_inputs(s, self.device) for s in INPUT_SEEDS]
+        try:  # made on the device itself: CPU generation of GPU-sized inputs would dominate vetting time
+            with self.device:
+                model = task.make_model(0, self.device)
+                inputs = [task.make_inputs(s, self.device) for s in INPUT_SEEDS]
         except torch.OutOfMemoryError as e:
             raise _Reject(
                 VetReason.OUT_OF_MEMORY, f"out of memory building the model or inputs: {e}"
