@@ -21,7 +21,7 @@ from evalsvc.settings import Settings
 tasks_app = typer.Typer(help="Import task pools and vet them on the device workers.", no_args_is_help=True)
 suites_app = typer.Typer(help="Named, versioned task suites: list, show, sample, split, report.")
 
-console = Console()
+console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
 VET_TASK = "evalsvc.vet"
 
 

@@ -258,15 +258,13 @@ _NOT_OPERATORS = {
 }  # fmt: skip
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+def _called_name(func: ast.AST) -> str | None:
+    """`F.gelu` -> gelu, `x.view(-1).sum` -> sum; None for plain names and `self.<submodule>(...)`."""
+    if not isinstance(func, ast.Attribute):
+        return None
+    if isinstance(func.value, ast.Name) and func.value.id == "self":
+        return None
+    return func.attr
 
 
 def operators(source: str) -> list[str]:
@@ -281,12 +279,9 @@ def operators(source: str) -> list[str]:
         return []
     found: set[str] = set()
     for call in (n for n in ast.walk(model) if isinstance(n, ast.Call)):
-        name = _dotted(call.func)
-        if name is None or "." not in name or name.startswith("self."):
-            continue
-        last = name.rsplit(".", 1)[-1]
-        if last not in _NOT_OPERATORS and not last.startswith("_"):
-            found.add(last.lower())
+        name = _called_name(call.func)
+        if name is not None and name not in _NOT_OPERATORS and not name.startswith("_"):
+            found.add(name.lower())
     return sorted(found)
 
 
