@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -37,7 +35,7 @@ from evalsvc.service.pools import PoolStore
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 from evalsvc.store.baselines import RedisBaselineCache
-from tests.api.conftest import free_port
+from tests.pools.conftest import running_redis, stop
 
 pytestmark = pytest.mark.redis
 
@@ -97,28 +95,6 @@ class Service:
         return {e.name.removeprefix("kernelbench/"): t for t, e in store.entries(ids).items()}
 
 
-def _start_redis(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.fail("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(root)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-    for _ in range(100):
-        try:
-            client.ping()
-            return proc, url
-        except redis.ConnectionError:
-            time.sleep(0.1)
-    pytest.fail("redis-server did not start")
-
-
 def _start_worker(root: Path, url: str) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -146,27 +122,15 @@ def _start_worker(root: Path, url: str) -> subprocess.Popen[bytes]:
     pytest.fail("the device worker never sent a heartbeat")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("pools")
-    redis_proc, url = _start_redis(root)
-    worker = None
-    try:
+    with running_redis(root) as url:
         worker = _start_worker(root, url)
-        yield Service(url, root, worker)
-    finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(redis_proc)
+        try:
+            yield Service(url, root, worker)
+        finally:
+            stop(worker)
 
 
 @pytest.fixture(scope="module")
