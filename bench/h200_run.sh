@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
-#   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
+#   STEPS="suite hostile corpus stack" bash bench/h200_run.sh     (STEPS=vet: task-pool vetting, issue 10)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -27,6 +27,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     corpus) timeout 400 python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
+    vet) timeout 300 python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
   esac
   echo "=== $step exit $? $(date +%T)"

@@ -285,7 +285,7 @@ def create_cmd(
 ) -> None:
     """Make a suite (a new version when it exists with another set)."""
     jobs, pools = _stores(Settings())
-    unknown = [t for t in task_ids if jobs.task_view(t) is None]
+    unknown = jobs.missing_tasks(task_ids)
     if unknown:
         console.print(f"[red]error:[/red] unknown task ids: {', '.join(unknown[:10])}")
         raise typer.Exit(2)

@@ -45,7 +45,7 @@ def list_suites(pools: PoolsDep) -> list[SuiteSummary]:
 def create_suite(body: CreateSuite, store: StoreDep, pools: PoolsDep, response: Response) -> SuiteSummary:
     """Make a suite from registered tasks: 201 with a new version when the set (or split) changed, 200
     when the latest version is the same."""
-    unknown = [t for t in dict.fromkeys(body.task_ids) if store.task_view(t) is None]
+    unknown = store.missing_tasks(list(dict.fromkeys(body.task_ids)))
     if unknown:
         raise ProblemError(
             422,

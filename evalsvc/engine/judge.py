@@ -86,7 +86,7 @@ class Judge:
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
-        self._set_precision(meta.tf32)
+        set_precision(meta.tf32)
         n_trials = options.trials or meta.trials
         seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
         verdict = Verdict(Status.OK, seeds=seeds)
@@ -158,10 +158,6 @@ class Judge:
             meta = task.spec.meta
             self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
         return self._quality[task.spec.id]
-
-    def _set_precision(self, tf32: bool) -> None:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
 
     def _ask(self, handle: RunnerHandle, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         try:
@@ -253,11 +249,7 @@ class Judge:
             raise _Stop(Status.INCORRECT, f"trial {t}{context}: {cmp.message}")
 
     def _reference(self, reference: torch.nn.Module, inputs: list[Any]) -> Any:
-        with torch.no_grad():
-            out = reference(*inputs)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return out
+        return run_reference(reference, inputs, self.device)
 
     def _policy(self, options: EvalOptions) -> TimingPolicy:
         return TimingPolicy(budget_s=options.timing_budget_s, target_rel_ci=options.target_rel_ci)
@@ -333,6 +325,21 @@ class Judge:
             timings.compiled_cached or not options.compile_baseline
         )
         timings.baselines_measured_s = time.monotonic() - started
+
+
+def set_precision(tf32: bool) -> None:
+    """The task's TF32 setting, for the reference, its baselines and everything timed against them."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def run_reference(reference: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
+    """One reference call as the eager baseline is timed (no autograd, device synchronised)."""
+    with torch.no_grad():
+        out = reference(*inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return out
 
 
 def time_compiled(

@@ -18,7 +18,7 @@ from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
-from evalsvc.engine.judge import time_compiled
+from evalsvc.engine.judge import run_reference, set_precision, time_compiled
 from evalsvc.engine.taskload import LoadedTask, constant_outputs, load_task, zeros_pass
 from evalsvc.engine.timing import TimingPolicy, measure
 
@@ -109,6 +109,7 @@ class Vetter:
             task = load_task(spec)
         except InvalidTask as e:
             raise _Reject(VetReason.INVALID_TASK, str(e)) from None
+        set_precision(spec.meta.tf32)  # as the judge times its baselines
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
         try:  # made on the device itself: CPU generation of GPU-sized inputs would dominate vetting time
@@ -203,8 +204,7 @@ class Vetter:
         record: VetRecord,
     ) -> None:
         def call(*a: Any) -> Any:
-            with torch.no_grad():
-                return model(*a)
+            return run_reference(model, list(a), self.device)
 
         key = self._keys(spec, policy).eager
         stats = self.baselines.get(key)
