@@ -67,11 +67,15 @@ def import_cmd(
         kind = fmt or detect_format(path)
         reader = READERS[kind](path)
     except (ValueError, OSError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {path}: {e}")
         raise typer.Exit(2) from None
     with _progress() as progress:
         bar = progress.add_task(f"importing {kind.value} {path.name}", total=reader.total)
-        summary = import_pool(reader, jobs, pools, on_item=lambda _: progress.advance(bar))
+        try:
+            summary = import_pool(reader, jobs, pools, on_item=lambda _: progress.advance(bar))
+        except (ValueError, OSError) as e:  # a pool file corrupt part way (what was read stays imported)
+            console.print(f"[red]error:[/red] reading {path} failed: {e}")
+            raise typer.Exit(2) from None
     console.print(
         f"{len(summary.task_ids)} tasks: {summary.new} new, {summary.existing} already present, "
         f"{len(summary.refused)} refused"

@@ -40,6 +40,7 @@ class Candidate:
     source: str
     tags: dict[str, str]
     meta: TaskMeta = field(default_factory=TaskMeta)
+    error: str | None = None  # why it could not be read (the import refuses it, and goes on)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ class PoolReader:
     kind: PoolSource
     total: int | None
     items: Iterator[Candidate]
+
+
+def _read(f: Path) -> tuple[str, str | None]:
+    try:
+        return f.read_text(), None
+    except (OSError, UnicodeDecodeError) as e:
+        return "", f"cannot read {f.name}: {e}"
 
 
 def _tags(source: str, **extra: str) -> dict[str, str]:
@@ -87,12 +95,13 @@ def read_kernelbench(path: Path) -> PoolReader:
 
     def items() -> Iterator[Candidate]:
         for level, number, f in files:
-            source = f.read_text()
+            source, error = _read(f)
             yield Candidate(
                 name=f"kernelbench/level{level}/{f.stem}",
                 origin=str(f.relative_to(root.parent)),
                 source=source,
                 tags=_tags(source, level=str(level), problem=str(number)),
+                error=error,
             )
 
     return PoolReader(PoolSource.KERNELBENCH, len(files), items())
@@ -147,16 +156,22 @@ def read_folder(path: Path) -> PoolReader:
     def items() -> Iterator[Candidate]:
         for f in files:
             rel = f.parent.relative_to(path)
-            meta_file = f.with_name("meta.json")
-            meta = TaskMeta.model_validate_json(meta_file.read_text()) if meta_file.is_file() else TaskMeta()
             level = next((m.group(1) for part in rel.parts if (m := FOLDER_LEVEL.match(part))), "")
-            source = f.read_text()
+            source, error = _read(f)
+            meta = TaskMeta()
+            meta_file = f.with_name("meta.json")
+            if meta_file.is_file() and error is None:
+                try:
+                    meta = TaskMeta.model_validate_json(meta_file.read_text())
+                except (OSError, UnicodeDecodeError, ValidationError) as e:
+                    error = f"bad meta.json: {e}"[:500]
             yield Candidate(
                 name=str(rel) if rel.parts else path.name,
                 origin=str(f),
                 source=source,
                 tags=_tags(source, level=level),
                 meta=meta,
+                error=error,
             )
 
     return PoolReader(PoolSource.FOLDER, len(files), items())
@@ -206,6 +221,9 @@ def import_pool(
     for cand in reader.items:
         if on_item is not None:
             on_item(cand)
+        if cand.error is not None:
+            summary.refused.append((cand.name, cand.error))
+            continue
         try:
             spec = TaskSpec(source=cand.source, meta=cand.meta, name=cand.name[:200])
             spec.check_syntax()

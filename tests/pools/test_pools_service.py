@@ -310,3 +310,16 @@ def test_cli_split_and_sample(service: Service) -> None:
         json.loads(service.cli("suites", "sample", "pools-ci", "-n", "2", "--seed", "9", "--json")) == sample
     )
     assert "pools-ci-heldout" in service.cli("suites", "list")
+
+
+def test_unreadable_pools_are_refused_with_a_reason(service: Service, tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.parquet"
+    bogus.write_bytes(b"PAR1 this is not parquet")
+    env = {"EVALSVC_REDIS_URL": service.url, "COLUMNS": "200"}
+    result = CliRunner().invoke(cli_app, ["tasks", "import", str(bogus)], env=env)
+    assert result.exit_code == 2 and "bogus.parquet" in result.output, result.output
+    level = tmp_path / "kb" / "level1"
+    level.mkdir(parents=True)
+    (level / "1_Latin1.py").write_bytes(b"# caf\xe9\n")
+    out = service.cli("tasks", "import", str(tmp_path / "kb"))
+    assert "0 tasks: 0 new, 0 already present, 1 refused" in out and "cannot read 1_Latin1.py" in out
