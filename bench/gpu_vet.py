@@ -118,7 +118,7 @@ def main() -> int:
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--budget", type=float, default=0.5, help="timing budget per baseline (s)")
     ap.add_argument("--compile-budget", type=float, default=80.0, help="seconds of torch.compile checks")
-    ap.add_argument("--vet-budget", type=float, default=170.0, help="seconds; later tasks are not vetted")
+    ap.add_argument("--vet-budget", type=float, default=150.0, help="seconds; later tasks are not vetted")
     ap.add_argument("--min-ms", type=float, default=1.0)
     ap.add_argument("--max-ms", type=float, default=100.0)
     ap.add_argument("--match", default="", help="only tasks whose name contains this (smoke runs)")
