@@ -183,16 +183,17 @@ def get_init_inputs():
 ''',
         [dict(M=4096, K=4096, N=4096), dict(M=8192, K=4096, N=8192), dict(M=16384, K=4096, N=8192)],
     ),
-    "spatial_mean_relu": (
+    "spatial_softmax_pool_relu": (
         '''class Model(nn.Module):
-    """exp-normalised spatial mean per channel: mean over H, W of exp(x - max), then ReLU(x.mean) gate."""
+    """Softmax-weighted spatial pooling per channel (attention pooling over H*W), then ReLU."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        m = x.amax(dim=(2, 3), keepdim=True)
-        return torch.exp(x - m).mean(dim=(2, 3)) * torch.relu(x.mean(dim=(2, 3)))
+        flat = x.flatten(2)
+        weights = torch.softmax(flat, dim=-1)
+        return torch.relu((weights * flat).sum(dim=-1))
 ''',
         '''def get_inputs():
     return [torch.randn({B}, {C}, {H}, {H})]
