@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
 from pathlib import Path
 from typing import Annotated
@@ -152,27 +153,26 @@ def vet_cmd(
     )
     done = {} if force else pools.vets(device_class, ids)
     todo = [t for t in ids if t not in done]
-    started = time.time()
+    run = secrets.token_hex(8)  # the records of this run carry it
     celery: Celery = make_celery(settings)
     try:
         for i, t in enumerate(todo):
-            celery.send_task(
-                VET_TASK, args=[t, policy.model_dump(mode="json")], queue=queues[i % len(queues)]
-            )
+            args = [t, policy.model_dump(mode="json"), run]
+            celery.send_task(VET_TASK, args=args, queue=queues[i % len(queues)])
     finally:
         celery.close()
     console.print(
         f"{len(ids)} tasks on {device_class}: {len(ids) - len(todo)} already vetted, "
         f"{len(todo)} queued on {len(queues)} worker(s)"
     )
-    records = _wait(pools, device_class, todo, started, timeout)
+    records = _wait(pools, device_class, todo, run, timeout)
     records.update(done)
     _print_summary(records, len(ids))
     if len(records) < len(ids):
         raise typer.Exit(1)
 
 
-def _wait(pools, device_class: str, todo: list[str], since: float, timeout: float) -> dict[str, VetRecord]:  # type: ignore[no-untyped-def]
+def _wait(pools, device_class: str, todo: list[str], run: str, timeout: float) -> dict[str, VetRecord]:  # type: ignore[no-untyped-def]
     fresh: dict[str, VetRecord] = {}
     deadline = time.monotonic() + timeout
     with _progress() as progress:
@@ -180,7 +180,7 @@ def _wait(pools, device_class: str, todo: list[str], since: float, timeout: floa
         while len(fresh) < len(todo) and time.monotonic() < deadline:
             pending = [t for t in todo if t not in fresh]
             for t, r in pools.vets(device_class, pending).items():
-                if r.vetted_at >= since:
+                if r.run == run:
                     fresh[t] = r
             progress.update(bar, completed=len(fresh))
             if len(fresh) < len(todo):

@@ -59,7 +59,7 @@ class WorkerContext:
 
         return Vetter(self.settings.device, self.settings.device_class, self.baselines)
 
-    def vet(self, task_id: str, policy: VetPolicy) -> VetRecord | None:
+    def vet(self, task_id: str, policy: VetPolicy, run: str | None = None) -> VetRecord | None:
         """Vet one registered task on this worker's device and store its record (None: no such task)."""
         task = self.jobs.get_task(task_id)
         if task is None:
@@ -69,6 +69,7 @@ class WorkerContext:
         except Exception as e:  # a bug of ours: the task is held back (rejected) until vetted again
             log.exception("vetting %s failed", task_id)
             record = vet_error(task_id, self.settings.device_class, f"{type(e).__name__}: {e}")
+        record.run = run
         self.pools.put_vet(record)
         return record
 

@@ -108,11 +108,11 @@ def evaluate_job(job_id: str) -> None:
 
 
 @app.task(name="evalsvc.vet", acks_late=True, reject_on_worker_lost=True)
-def vet_job(task_id: str, policy: dict) -> None:
+def vet_job(task_id: str, policy: dict, run: str | None = None) -> None:
     """Vet a registered task on this worker's device (`evalsvc tasks vet` sends these to GPU queues)."""
     ctx = _ctx()
     with log_context(task_id=task_id, stage="vet"):
-        record = ctx.vet(task_id, VetPolicy.model_validate(policy))
+        record = ctx.vet(task_id, VetPolicy.model_validate(policy), run)
         if record is None:
             log.warning("vet: no task %s", task_id)
         else:

@@ -110,6 +110,7 @@ class VetRecord(BaseModel):
     peak_memory_bytes: int | None = None
     vetted_at: float
     duration_s: float = 0.0
+    run: str | None = Field(None, description="the `evalsvc tasks vet` run that asked for it")
 
     @property
     def compile_speedup(self) -> float | None:

@@ -205,6 +205,8 @@ def test_vetting_jobs_give_the_expected_statuses_and_reasons(service: Service) -
             service.log(),
         )
         assert not r.compile_checked and r.compiled_ms is None
+    runs = {records[names[n]].run for n, e in EXPECTED.items() if "refused" not in e}
+    assert len(runs) == 1 and None not in runs  # one `tasks vet` run, and its records say so
     tiny = records[names["level1/3_Tiny_Output"]]
     assert tiny.relative_check and tiny.eager_ms is not None
     assert "rejected" in out and "constant_output" in out and "too_slow" in out
