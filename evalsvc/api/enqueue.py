@@ -17,6 +17,9 @@ class Enqueuer(Protocol):
     def enqueue(self, job_id: str) -> None:
         """Queue the job for its compile stage (which routes evaluations to a GPU queue itself)."""
 
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        """Queue several jobs, in order (a batch): one connection for all of them."""
+
     def close(self) -> None: ...
 
 
@@ -33,6 +36,11 @@ class CeleryEnqueuer:
     def enqueue(self, job_id: str) -> None:
         self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE)
 
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        with self.celery.producer_or_acquire() as producer:  # one pooled connection, not one per job
+            for job_id in job_ids:
+                self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE, producer=producer)
+
     def close(self) -> None:
         self.celery.close()
 
@@ -47,6 +55,10 @@ class RecordingEnqueuer:
     def enqueue(self, job_id: str) -> None:
         with self._lock:
             self.job_ids.append(job_id)
+
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        with self._lock:
+            self.job_ids.extend(job_ids)
 
     def close(self) -> None:
         return None

@@ -21,7 +21,7 @@ import torch
 
 from evalsvc.engine.codec import decode, encode
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
-from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
     SANDBOX_UID,
     die_with_parent,
@@ -288,6 +288,9 @@ class Server:
                 "last_output": m.last_output,
                 "last_index": m.last_index,
             }
+        if op == "time_graph":
+            stats = measure_graph(self.candidate.forward, msg["inputs"], self.device)
+            return {"ok": True, "stats": stats.model_dump()}
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self) -> None:

@@ -114,10 +114,9 @@ class Vetter:
         set_precision(spec.meta.tf32)  # as the judge times its baselines
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        try:  # made on the device itself: CPU generation of GPU-sized inputs would dominate vetting time
-            with self.device:
-                model = task.make_model(0, self.device)
-                inputs = [task.make_inputs(s, self.device) for s in INPUT_SEEDS]
+        try:
+            model = task.make_model(0, self.device)
+            inputs = [task.make_inputs(s, self.device) for s in INPUT_SEEDS]
         except torch.OutOfMemoryError as e:
             raise _Reject(
                 VetReason.OUT_OF_MEMORY, f"out of memory building the model or inputs: {e}"
