@@ -230,6 +230,17 @@ def check_output(output: Any, inputs: list[Any]) -> None:
             raise Forbidden("output shares memory with an input", "output_aliases_input")
 
 
+def _modified(pristine: list[Any], inputs: list[Any], device: torch.device) -> bool:
+    """Compared here rather than shipped back to the judge: a trial moves each input once, not twice.
+    (The judge trusts this no less than inputs sent back by this same process.)"""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # writes still in flight on any stream land first
+    return any(
+        isinstance(b, torch.Tensor) and not (isinstance(a, torch.Tensor) and torch.equal(b, a))
+        for b, a in zip(pristine, inputs, strict=True)
+    )
+
+
 def _poison(device: torch.device, nbytes: int) -> None:
     """Fill memory the allocator will hand out next with NaN bytes, so unwritten outputs show."""
     if nbytes <= 0:
@@ -258,6 +269,7 @@ class Server:
         assert self.candidate is not None
         if op == "run":
             inputs = msg["inputs"]
+            pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]  # before poisoning
             _poison(self.device, msg.get("poison_bytes", 0))
             with OperatorTrace() as trace:
                 out = self.candidate.forward(*inputs)
@@ -274,7 +286,9 @@ class Server:
                     "(seen at the dispatcher); the output must come from the solution's own kernels",
                     "torch_compute_in_forward",
                 )
-            return {"ok": True, "output": out, "inputs_after": inputs}
+            if _modified(pristine, inputs, self.device):
+                raise Forbidden("the candidate modified its input tensors", "inputs_modified")
+            return {"ok": True, "output": out}
         if op == "time":
             if tampered := self.timer_guard.tampered():
                 raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
