@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsvc.engine.codec import BadMessage, decode, encode
+from evalsvc.engine.codec import BadMessage, receive, send
 from evalsvc.engine.runner import RunnerSetup, runner_main
 from evalsvc.sandbox.isolation import SANDBOX_UID
 
@@ -41,14 +41,16 @@ class RunnerHandle:
 
     def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         try:
-            self.conn.send_bytes(encode(msg))
+            send(self.conn, msg)
             if not self.conn.poll(timeout_s):
                 self.kill()
                 raise RunnerTimeout(f"no answer within {timeout_s:.0f} s")
-            blob = self.conn.recv_bytes()
+            reply = receive(self.conn, map_location=self.device, timeout_s=timeout_s)
+        except TimeoutError:
+            self.kill()
+            raise RunnerTimeout(f"the answer did not arrive within {timeout_s:.0f} s") from None
         except (EOFError, OSError, BrokenPipeError):
             raise RunnerDied(self._death_note()) from None
-        reply = decode(blob, map_location=self.device)
         if not isinstance(reply, dict) or "ok" not in reply:
             raise BadMessage("runner reply is not a status dict")
         return reply
@@ -77,7 +79,7 @@ class RunnerHandle:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.conn.send_bytes(encode({"op": "exit"}))
+            send(self.conn, {"op": "exit"})
         self.proc.join(timeout=5)
         self.kill()
         self.conn.close()

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from evalsvc.engine.codec import decode, encode
+from evalsvc.engine.codec import receive, send
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
@@ -310,7 +310,7 @@ class Server:
     def serve(self) -> None:
         while True:
             try:
-                msg = decode(self.conn.recv_bytes(), map_location=self.device)
+                msg = receive(self.conn, map_location=self.device)
             except EOFError:
                 return
             if msg["op"] == "exit":
@@ -324,7 +324,7 @@ class Server:
             except BaseException as e:  # the candidate's own exceptions, SystemExit included
                 tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
                 reply = {"ok": False, "kind": "runtime_error", "error": tb[-3000:]}
-            self.conn.send_bytes(encode(reply))
+            send(self.conn, reply)
 
 
 def runner_main(conn: Any, setup: RunnerSetup) -> None:
