@@ -110,7 +110,8 @@ def worker(
     @worker_ready.connect
     def _beat(**_: object) -> None:
         if kind == "gpu":
-            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu")
+            facts = _device_facts(device, _ctx().settings.cuda_arch)
+            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu", facts)
         else:
             _ctx().start_heartbeat("compile", COMPILE_QUEUE, "cpu", "cpu")
 
@@ -128,6 +129,19 @@ def worker(
     else:
         argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
     celery_app.worker_main(argv=argv)
+
+
+def _device_facts(device: str, cuda_arch: str):  # type: ignore[no-untyped-def]
+    """Measured before the first job is taken (so nothing else runs on the device meanwhile)."""
+    import logging
+
+    from evalsvc.engine.hardware import device_facts
+
+    try:
+        return device_facts(device, cuda_arch)
+    except Exception:  # the worker still serves; /v1/devices says nothing was measured
+        logging.getLogger("evalsvc.worker").exception("measuring the device failed")
+        return None
 
 
 def _gpu_uuid(device: str) -> str:

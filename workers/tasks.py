@@ -104,3 +104,13 @@ def evaluate_job(job_id: str) -> None:
         log.info("evaluated %s in %.2fs: %s", job_id, elapsed, status)
         if _written_here(ctx, job):
             metrics.finished(job)
+
+
+@app.task(name="evalsvc.profile_task", acks_late=True, reject_on_worker_lost=True)
+def profile_task(task_id: str, device_class: str) -> None:
+    """A task's reference profile on this GPU worker (queued straight here by the gateway)."""
+    ctx, metrics = _ctx(), worker_metrics()
+    with log_context(task_id=task_id, stage="profile"), metrics.in_flight():
+        started = time.monotonic()
+        ctx.profile_task(task_id, device_class)
+        metrics.observe("profile", time.monotonic() - started)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from evalsvc.engine.codec import decode, encode
+from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure
 from evalsvc.sandbox.isolation import (
@@ -288,6 +289,9 @@ class Server:
                 "last_output": m.last_output,
                 "last_index": m.last_index,
             }
+        if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
+            trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
+            return {"ok": True, "trace": trace.model_dump()}
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self) -> None:
