@@ -35,6 +35,10 @@ def _num(x: float | None, spec: str = ".0f", unit: str = "") -> str:
     return "—" if x is None else f"{format(x, spec)}{unit}"
 
 
+def _dur(ms: float) -> str:
+    return f"{ms * 1e3:.4g} µs" if ms < 1 else f"{ms:.4g} ms"
+
+
 def _si(x: float, unit: str) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
@@ -73,9 +77,9 @@ def render_roofline(r: Roofline, label: str = "roofline") -> list[str]:
         f"  min bytes {_si(r.min_bytes, 'B')}, {_si(r.flops, 'FLOP')} (intensity {r.intensity:.3g} FLOP/B, "
         f"ridge {r.ridge:.3g}); measured peaks {_si(r.peak_bandwidth_bps, 'B/s')}, "
         f"{_si(r.peak_flops, 'FLOP/s')}",
-        f"  floor {r.floor_ms * 1e3:.4g} µs"
+        f"  floor {_dur(r.floor_ms)}"
         + (
-            f"; at {r.median_ms * 1e3:.4g} µs: {r.bandwidth_pct:.1f}% of peak bandwidth, "
+            f"; at {_dur(r.median_ms)}: {r.bandwidth_pct:.1f}% of peak bandwidth, "
             f"{r.compute_pct:.1f}% of peak compute"
             if r.median_ms and r.bandwidth_pct is not None and r.compute_pct is not None
             else ""
@@ -86,7 +90,9 @@ def render_roofline(r: Roofline, label: str = "roofline") -> list[str]:
 
 def render_trace(t: KernelTrace, label: str) -> list[str]:
     """Kernels (on a GPU) and operators ranked by time, per call."""
-    lines = [f"{label}: {t.total_us:.4g} µs per call" + (f", {len(t.kernels)}+ kernels" if t.kernels else "")]
+    lines = [
+        f"{label}: {_dur(t.total_us / 1e3)} per call" + (f", {len(t.kernels)}+ kernels" if t.kernels else "")
+    ]
     if t.launch_gap_us is not None and t.span_us:
         lines.append(
             f"  launch gaps {t.launch_gap_us:.3g} µs of a {t.span_us:.4g} µs span "
@@ -94,10 +100,10 @@ def render_trace(t: KernelTrace, label: str) -> list[str]:
         )
     for k in t.kernels[:TOP_KERNELS]:
         own = "" if k.own is None else (" [own]" if k.own else " [lib]")
-        lines.append(f"  {k.share * 100:4.1f}% {k.time_us:8.3g} µs x{k.launches}{own} {_name(k.name)}")
+        lines.append(f"  {k.share * 100:4.1f}% {_dur(k.time_us / 1e3):>9} x{k.launches}{own} {_name(k.name)}")
     for o in t.operators[:TOP_OPS]:
         shapes = f" ({o.shapes[:60]})" if o.shapes else ""
-        lines.append(f"  op {o.share * 100:4.1f}% {o.time_us:8.3g} µs x{o.calls} {o.name}{shapes}")
+        lines.append(f"  op {o.share * 100:4.1f}% {_dur(o.time_us / 1e3):>9} x{o.calls} {o.name}{shapes}")
     return lines
 
 
@@ -162,7 +168,8 @@ def render_reference_profile(p: ReferenceProfile) -> str:
     w = p.work
     lines = [
         f"reference profile of {p.task_id} on {p.device_name} ({p.device})",
-        f"work: inputs {_si(w.input_bytes, 'B')}, outputs {_si(w.output_bytes, 'B')}, {_si(w.flops, 'FLOP')}",
+        f"work: inputs {_si(w.input_bytes, 'B')}, weights {_si(w.param_bytes, 'B')}, "
+        f"outputs {_si(w.output_bytes, 'B')}, {_si(w.flops, 'FLOP')}",
     ]
     lines += render_trace(p.eager, "eager")
     if p.compiled is not None:

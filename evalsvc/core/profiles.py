@@ -96,12 +96,13 @@ class DeviceFacts(BaseModel):
 
 
 class TaskWork(BaseModel):
-    """The least work any correct solution must do: read the inputs, write the outputs, the reference's
-    floating-point operations (torch's FLOP counter: matmul-like operators only)."""
+    """The least work any correct solution must do: read the inputs and the weights, write the outputs,
+    and the reference's floating-point operations (torch's FLOP counter: matmul-like operators only)."""
 
     min_bytes: int
     flops: int
     input_bytes: int
+    param_bytes: int = 0
     output_bytes: int
 
 

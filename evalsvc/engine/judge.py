@@ -128,7 +128,7 @@ class Judge:
     ) -> Roofline:
         """Minimum bytes and FLOPs of the task (once per task) against this device's measured peaks."""
         if task.spec.id not in self._work:
-            self._work[task.spec.id] = task_work(lambda *a: self._reference(reference, list(a)), inputs)
+            self._work[task.spec.id] = task_work(reference, inputs)
         median = timings.candidate.median_ms if timings.candidate else None
         meta = task.spec.meta
         return task_roofline(self.device, self._work[task.spec.id], meta.precision.value, meta.tf32, median)

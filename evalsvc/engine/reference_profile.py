@@ -33,7 +33,7 @@ def profile_reference(spec: TaskSpec, device: str, compile_baseline: bool = True
         return model(*a)
 
     eager_trace = trace_calls(eager, inputs, dev)
-    work = task_work(eager, inputs)
+    work = task_work(model, inputs)
     notes = []
     if dev.type != "cuda":
         notes.append("on the CPU device operators are ranked by CPU time; kernels and launch gaps need a GPU")
