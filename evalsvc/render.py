@@ -16,8 +16,8 @@ from evalsvc.core.profiles import (
 )
 from evalsvc.core.results import CompileReport, EvaluationResult, TimingStats
 
-TOP_KERNELS = 6
-TOP_OPS = 6
+TOP_KERNELS = 5
+TOP_OPS = 5
 NAME = 70
 
 
@@ -27,8 +27,13 @@ def _t(s: TimingStats | None) -> str:
     return f"{s.median_ms:.4g} ms (±{s.rel_ci_halfwidth * 100:.1f}%, n={s.n})"
 
 
+def _cut(s: str, n: int) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
 def _name(s: str) -> str:
-    return s if len(s) <= NAME else s[: NAME - 1] + "…"
+    return _cut(s, NAME)
 
 
 def _num(x: float | None, spec: str = ".0f", unit: str = "") -> str:
@@ -50,11 +55,11 @@ def render_compile(c: CompileReport) -> list[str]:
     """Compiler diagnostics (first errors with file:line) and the ptxas resource report per kernel."""
     cached = " (cached)" if c.cached else ""
     lines = [f"compile: {'ok' if c.ok else 'failed'}{cached} in {c.duration_s:.1f} s"]
-    for d in c.diagnostics[:5]:
+    for d in c.diagnostics[:4]:
         where = f"{d.file}:{d.line}" if d.file else "?"
-        lines.append(f"  {d.severity} {where}: {d.message[:300]}")
-    if len(c.diagnostics) > 5:
-        lines.append(f"  … {len(c.diagnostics) - 5} more diagnostics")
+        lines.append(f"  {d.severity} {where}: {_cut(d.message, 200)}")
+    if len(c.diagnostics) > 4:
+        lines.append(f"  … {len(c.diagnostics) - 4} more diagnostics")
     for k in c.resources[:6]:
         spills = (k.spill_stores_bytes or 0) + (k.spill_loads_bytes or 0)
         lines.append(
@@ -102,8 +107,10 @@ def render_trace(t: KernelTrace, label: str) -> list[str]:
         own = "" if k.own is None else (" [own]" if k.own else " [lib]")
         lines.append(f"  {k.share * 100:4.1f}% {_dur(k.time_us / 1e3):>9} x{k.launches}{own} {_name(k.name)}")
     for o in t.operators[:TOP_OPS]:
-        shapes = f" ({o.shapes[:60]})" if o.shapes else ""
-        lines.append(f"  op {o.share * 100:4.1f}% {_dur(o.time_us / 1e3):>9} x{o.calls} {o.name}{shapes}")
+        shapes = f" ({_cut(o.shapes, 50)})" if o.shapes else ""
+        lines.append(
+            f"  op {o.share * 100:4.1f}% {_dur(o.time_us / 1e3):>9} x{o.calls} {_cut(o.name, 50)}{shapes}"
+        )
     return lines
 
 
@@ -122,18 +129,20 @@ def render_profile(p: CandidateProfile) -> list[str]:
         lines.append(f"  own kernels: {p.own_share * 100:.0f}% of kernel time (the rest: torch/library)")
     if p.trace is not None:
         lines += ["  " + ln for ln in render_trace(p.trace, "candidate")]
-    lines += [render_ncu(k) for k in p.ncu]
-    lines += [f"  note: {n}" for n in p.notes]
+    lines += [render_ncu(k) for k in p.ncu[:3]]
+    lines += [f"  note: {_cut(n, 200)}" for n in p.notes[:3]]
     return lines
 
 
 def render_result(r: EvaluationResult) -> str:
     lines = [f"status: {r.status.value}   reward: {r.reward:g}   milestone: {r.milestone}"]
     if r.message:
-        lines.append(f"message: {r.message.strip()[:1500]}")
-    for f in r.findings[:8]:
+        lines.append(f"message: {_cut(r.message, 800)}")
+    for f in r.findings[:4]:
         where = f" ({f.file}:{f.line})" if f.file else ""
-        lines.append(f"finding [{f.rule}]{where}: {f.message[:300]}")
+        lines.append(f"finding [{f.rule}]{where}: {_cut(f.message, 200)}")
+    if len(r.findings) > 4:
+        lines.append(f"… {len(r.findings) - 4} more findings")
     if r.compile:
         lines += render_compile(r.compile)
     if r.correctness:
@@ -156,8 +165,8 @@ def render_result(r: EvaluationResult) -> str:
         lines += render_roofline(r.roofline)
     if r.profile:
         lines += render_profile(r.profile)
-    for w in r.task_warnings[:3]:
-        lines.append(f"task warning: {w[:300]}")
+    for w in r.task_warnings[:2]:
+        lines.append(f"task warning: {_cut(w, 200)}")
     if r.provenance:
         p = r.provenance
         lines.append(f"device: {p.device_name} ({p.device}), torch {p.torch_version}")
@@ -176,7 +185,7 @@ def render_reference_profile(p: ReferenceProfile) -> str:
         lines += render_trace(p.compiled, f"torch.compile[{p.compile_mode}]")
     if p.roofline:
         lines += render_roofline(p.roofline, "roofline of eager")
-    lines += [f"note: {n}" for n in p.notes]
+    lines += [f"note: {_cut(n, 200)}" for n in p.notes[:3]]
     return "\n".join(lines)
 
 

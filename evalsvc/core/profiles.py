@@ -169,17 +169,10 @@ def roofline(
     return r
 
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
-
-
 def kernel_base_name(name: str) -> str:
     """`void ns::relu_kernel<float>(float const*, int)` -> `relu_kernel`: comparable across the ptxas
     report and profiler traces."""
-    s = name.strip()
-    s = s.removeprefix("void ")
-    while _TEMPLATE.search(s):
-        s = _TEMPLATE.sub("", s)
-    s = s.split("(", 1)[0].strip()
+    s = re.split(r"[<(]", name.strip().removeprefix("void "), maxsplit=1)[0].strip()
     return s.rsplit("::", 1)[-1].split()[-1] if s else s
 
 
