@@ -20,7 +20,7 @@ router = APIRouter(prefix="/v1/devices", tags=["devices"], dependencies=[Depends
     response_model=list[DeviceView],
     responses={
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "with `format=text`"},
-        **problem_responses(401, 429, 503),
+        **problem_responses(401, 422, 429, 503),
     },
 )
 def list_devices(store: StoreDep, fmt: FormatQuery = "json") -> list[DeviceView] | PlainTextResponse:

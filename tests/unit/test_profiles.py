@@ -227,7 +227,7 @@ def _largest_report() -> EvaluationResult:
         for _ in range(5)
     ]
     work = TaskWork(
-        min_bytes=10**9, flops=10**12, input_bytes=5 * 10**8, param_bytes=10**6, output_bytes=5 * 10**8
+        min_bytes=10**9, flops=10**10, input_bytes=5 * 10**8, param_bytes=10**6, output_bytes=5 * 10**8
     )
     return EvaluationResult(
         status=Status.OK,
