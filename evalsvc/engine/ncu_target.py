@@ -25,6 +25,11 @@ def _confine(workdir: Path, isolate: bool, memory_bytes: int) -> None:
     from evalsvc.sandbox.isolation import SANDBOX_UID, die_with_parent, drop_privileges
 
     die_with_parent()
+    # ncu's report is this process's stdout: the candidate writes to a log instead, so it cannot forge rows
+    log = os.open(workdir / "candidate.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     for res, value in (
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NOFILE, 256),
