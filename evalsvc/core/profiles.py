@@ -13,6 +13,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 NAME_CHARS = 160
+MAX_ROWS = 16  # a trace from the candidate's process with more rows than we ever make is refused
+
+
+def _cut(v: str, n: int = NAME_CHARS) -> str:
+    return v[:n]
 
 
 class OpStat(BaseModel):
@@ -23,6 +28,11 @@ class OpStat(BaseModel):
     calls: int
     time_us: float = Field(description="self device time (CPU time on the CPU device) per profiled call")
     share: float = Field(description="share of all operators' time")
+
+    @field_validator("name", "shapes")
+    @classmethod
+    def _short(cls, v: str) -> str:
+        return _cut(v, 200)
 
 
 class KernelStat(BaseModel):
@@ -37,7 +47,7 @@ class KernelStat(BaseModel):
     @field_validator("name")
     @classmethod
     def _short(cls, v: str) -> str:
-        return v[:NAME_CHARS]
+        return _cut(v)
 
 
 class NcuKernel(BaseModel):
@@ -60,8 +70,8 @@ class KernelTrace(BaseModel):
 
     runs: int = 0
     total_us: float = Field(0.0, description="device time per call, all kernels (CPU time on the CPU)")
-    kernels: list[KernelStat] = Field(default_factory=list)
-    operators: list[OpStat] = Field(default_factory=list)
+    kernels: list[KernelStat] = Field(default_factory=list, max_length=MAX_ROWS)
+    operators: list[OpStat] = Field(default_factory=list, max_length=MAX_ROWS)
     launch_gap_us: float | None = Field(None, description="idle device time between kernels inside one call")
     span_us: float | None = Field(None, description="first kernel start to last kernel end, one call")
 

@@ -281,3 +281,14 @@ def test_full_text_report_stays_under_the_token_budget() -> None:
         "[own]",
     ):
         assert part in text, part
+
+
+def test_a_trace_from_the_candidate_process_is_bounded() -> None:
+    from pydantic import ValidationError
+
+    row = {"name": "k" * 10_000, "launches": 1, "time_us": 1.0, "share": 1.0}
+    op = {**row, "calls": 1, "shapes": "s" * 9999}
+    trace = KernelTrace.model_validate({"kernels": [row], "operators": [op]})
+    assert len(trace.kernels[0].name) == 160 and len(trace.operators[0].shapes) == 200
+    with pytest.raises(ValidationError):
+        KernelTrace.model_validate({"kernels": [row] * 10_000})
