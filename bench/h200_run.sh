@@ -2,6 +2,7 @@
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
 #   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
+#   STEPS="worker fidelity profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -28,6 +29,11 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    worker) timeout ${WORKER_TIMEOUT:-500} python3 -m bench.gpu_worker --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --evals ${EVALS:-64} ;;
+    fidelity) timeout ${FIDELITY_TIMEOUT:-400} python3 -m bench.timing_fidelity --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-4} ;;
+    profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
+    health) timeout 60 python3 -m bench.gpu_health_check ;;
   esac
   echo "=== $step exit $? $(date +%T)"
 done

@@ -21,13 +21,14 @@ from evalsvc.api.lookup import owned_batch
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import ProblemError, problem_responses
 from evalsvc.api.submit import (
+    enqueue_new,
     evaluation_job,
     job_fingerprint,
     key_reused,
     request_fingerprint,
     resolve_task,
     scoped_key,
-    submit,
+    store_job,
 )
 from evalsvc.api.views import batch_view
 from evalsvc.service.records import BatchRequest, BatchView, EvaluationRequest, Job, State
@@ -67,11 +68,15 @@ def submit_batch(
     check_quota(store, settings, tenant, n)
     task_ids = _resolve_all(store, body.evaluations)
     jobs: list[Job] = []
+    fresh: list[Job] = []
     for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True)):
         item_key = f"{key}#{i}" if key else None  # a retried batch finds the jobs it already made
-        job, existed = submit(store, enqueuer, evaluation_job(tenant, req, task_id), fp, item_key)
+        job, existed = store_job(store, evaluation_job(tenant, req, task_id), fp, item_key)
         metrics.submitted("batch_item", existed)
         jobs.append(job)
+        if not existed:
+            fresh.append(job)
+    enqueue_new(store, enqueuer, fresh)
     batch_id, existed = store.create_batch([j.id for j in jobs], idempotency_key=key)
     if existed:  # a concurrent request with the same key won the race; answer with its batch
         jobs = owned_batch(store, batch_id, tenant)

@@ -21,6 +21,9 @@ class Enqueuer(Protocol):
     def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
         """Queue a reference profile straight to one GPU worker's queue (nothing to compile)."""
 
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        """Queue several jobs, in order (a batch): one connection for all of them."""
+
     def close(self) -> None: ...
 
 
@@ -39,6 +42,11 @@ class CeleryEnqueuer:
 
     def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
         self.celery.send_task(PROFILE_TASK, args=[task_id, device_class], queue=queue)
+
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        with self.celery.producer_or_acquire() as producer:  # one pooled connection, not one per job
+            for job_id in job_ids:
+                self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE, producer=producer)
 
     def close(self) -> None:
         self.celery.close()
@@ -59,6 +67,10 @@ class RecordingEnqueuer:
     def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
         with self._lock:
             self.profiles.append((task_id, device_class, queue))
+
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        with self._lock:
+            self.job_ids.extend(job_ids)
 
     def close(self) -> None:
         return None

@@ -107,17 +107,31 @@ def submit(
     store: JobStore, enqueuer: Enqueuer, job: Job, dedup_key: str, idempotency_key: str | None
 ) -> tuple[Job, bool]:
     """Store the job (or find the one it duplicates) and queue it when new. True when it existed."""
+    stored, existed = store_job(store, job, dedup_key, idempotency_key)
+    if not existed:
+        enqueue_new(store, enqueuer, [stored])
+    return stored, existed
+
+
+def store_job(store: JobStore, job: Job, dedup_key: str, idempotency_key: str | None) -> tuple[Job, bool]:
+    """Store the job, or find the one it duplicates (True); not queued yet."""
     stored, existed = store.create_job(job, dedup_key=dedup_key, idempotency_key=idempotency_key)
-    if existed:
-        if job_fingerprint(stored) != dedup_key:  # found by its Idempotency-Key, not by its content
-            raise key_reused()
-        return stored, True
+    if existed and job_fingerprint(stored) != dedup_key:  # found by its Idempotency-Key, not its content
+        raise key_reused()
+    return stored, existed
+
+
+def enqueue_new(store: JobStore, enqueuer: Enqueuer, jobs: list[Job]) -> None:
+    """Queue freshly stored jobs; if the transport fails, none of them may hold quota forever."""
     try:
-        enqueuer.enqueue(stored.id)
-    except Exception:  # whatever the transport raised, the job must not hold quota forever
-        _abandon(store, stored)
+        if len(jobs) == 1:
+            enqueuer.enqueue(jobs[0].id)
+        elif jobs:
+            enqueuer.enqueue_many([j.id for j in jobs])
+    except Exception:  # whatever the transport raised
+        for job in jobs:
+            _abandon(store, job)
         raise
-    return stored, False
 
 
 def _abandon(store: JobStore, job: Job) -> None:

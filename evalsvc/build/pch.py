@@ -16,7 +16,8 @@ from pathlib import Path
 
 from evalsvc.core.hashing import content_hash
 
-DEFAULT_FLAGSETS: list[list[str]] = [[], ["-O3"]]
+# The flag sets most load_inline solutions use (KernelBench CPU solutions add OpenMP).
+DEFAULT_FLAGSETS: list[list[str]] = [[], ["-O3"], ["-O3", "-fopenmp"]]
 
 
 def pch_subdir(extra_cflags: list[str]) -> str:

@@ -42,6 +42,11 @@ class Timings(BaseModel):
     compiled: TimingStats | None = None
     compile_mode: str | None = None
     baseline_cached: bool = False
+    candidate_graph: TimingStats | None = Field(
+        None, description="small kernels on a GPU: per-call time from CUDA-graph replays (no launch "
+        "overhead, fixed input values); shown beside the reward's timing, never used for it",
+    )
+    eager_graph: TimingStats | None = Field(None, description="the eager reference timed the same way")
 
 
 class Speedup(BaseModel):

@@ -27,9 +27,10 @@ from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, Ru
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.profiling import nbytes, task_work
 from evalsvc.engine.taskload import LoadedTask, quality_warnings
-from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 
 MAX_POISON_BYTES = 1 << 30
+GRAPH_TIMING_BELOW_MS = 0.2  # candidates faster than this are also timed from CUDA-graph replays
 
 
 @dataclass
@@ -107,6 +108,8 @@ class Judge:
             relative = verdict.correctness.relative_check
             verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
+            if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
+                self._time_graphs(handle, reference, pool[0], verdict.timings)
             if options.profile:
                 verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
@@ -194,6 +197,24 @@ class Judge:
                     )
                 )
         return out
+
+    def _time_graphs(
+        self, handle: RunnerHandle, reference: torch.nn.Module, inputs: list[Any], timings: Timings
+    ) -> None:
+        """Launch-overhead-free timings of a small kernel and of eager, for display. Runs after the
+        verdict is settled; a candidate that cannot be captured in a graph simply gets none."""
+        try:
+            msg = {"op": "time_graph", "inputs": inputs}
+            reply = handle.request(msg, self.launcher.limits.call_timeout_s)
+            if reply.get("ok"):
+                timings.candidate_graph = TimingStats.model_validate(reply["stats"])
+        except (RunnerTimeout, RunnerDied, BadMessage, ValueError):
+            return
+        try:
+            with torch.no_grad():
+                timings.eager_graph = measure_graph(reference, inputs, self.device)
+        except RuntimeError:
+            timings.eager_graph = None
 
     def _task_quality(self, task: LoadedTask, reference: torch.nn.Module) -> list[str]:
         """Checked once per task and process, on two fixed input sets."""

@@ -22,7 +22,7 @@ import torch
 from evalsvc.engine.codec import decode, encode
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
-from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
     SANDBOX_UID,
     die_with_parent,
@@ -292,6 +292,10 @@ class Server:
         if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
             trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
             return {"ok": True, "trace": trace.model_dump()}
+
+        if op == "time_graph":
+            stats = measure_graph(self.candidate.forward, msg["inputs"], self.device)
+            return {"ok": True, "stats": stats.model_dump()}
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self) -> None:

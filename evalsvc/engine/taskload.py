@@ -23,9 +23,13 @@ class LoadedTask:
     get_init_inputs: Callable[[], Any]
 
     def make_inputs(self, seed: int, device: torch.device) -> list[Any]:
-        """The task's inputs for `seed`, on `device`, floating tensors cast to the task's precision."""
+        """The task's inputs for `seed`, on `device`, floating tensors cast to the task's precision.
+
+        Made on the device itself (its default device for the call): no host-side random numbers and no
+        copy, and an input set too large for the device fails as a device out-of-memory error."""
         torch.manual_seed(seed)
-        raw = list(self.get_inputs())
+        with torch.device(device):
+            raw = list(self.get_inputs())
         dtype = DTYPES[self.spec.meta.precision]
         out = []
         for a in raw:
@@ -38,7 +42,8 @@ class LoadedTask:
 
     def make_model(self, seed: int, device: torch.device) -> torch.nn.Module:
         torch.manual_seed(seed)
-        model = self.model_cls(*self.get_init_inputs())
+        with torch.device(device):
+            model = self.model_cls(*self.get_init_inputs())
         dtype = DTYPES[self.spec.meta.precision]
         return model.to(device=device, dtype=dtype).eval()
 

@@ -78,6 +78,9 @@ class FailingEnqueuer:
     def enqueue(self, job_id: str) -> None:
         raise RuntimeError("boom")
 
+    def enqueue_many(self, job_ids: list[str]) -> None:
+        raise RuntimeError("boom")
+
     def close(self) -> None:
         return None
 
