@@ -6,6 +6,7 @@ The reference's outputs never leave this process.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from evalsvc.engine.taskload import LoadedTask, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 
 MAX_POISON_BYTES = 1 << 30
+log = logging.getLogger("evalsvc.judge")
 GRAPH_TIMING_BELOW_MS = 0.2  # candidates faster than this are also timed from CUDA-graph replays
 
 
@@ -128,13 +130,19 @@ class Judge:
 
     def _roofline(
         self, task: LoadedTask, reference: torch.nn.Module, inputs: list[Any], timings: Timings
-    ) -> Roofline:
-        """Minimum bytes and FLOPs of the task (once per task) against this device's measured peaks."""
-        if task.spec.id not in self._work:
-            self._work[task.spec.id] = task_work(reference, inputs)
-        median = timings.candidate.median_ms if timings.candidate else None
-        meta = task.spec.meta
-        return task_roofline(self.device, self._work[task.spec.id], meta.precision.value, meta.tf32, median)
+    ) -> Roofline | None:
+        """Minimum bytes and FLOPs of the task (once per task) against this device's measured peaks;
+        None when they cannot be had (a reference the FLOP counter refuses), never a failed evaluation."""
+        try:
+            if task.spec.id not in self._work:
+                self._work[task.spec.id] = task_work(reference, inputs)
+            median = timings.candidate.median_ms if timings.candidate else None
+            meta = task.spec.meta
+            work = self._work[task.spec.id]
+            return task_roofline(self.device, work, meta.precision.value, meta.tf32, median)
+        except Exception:
+            log.exception("no roofline for task %s", task.spec.id)
+            return None
 
     def _trace(self, handle: RunnerHandle, inputs: list[Any]) -> CandidateProfile:
         """A profiler trace in the runner, in separate runs after the timed ones. Whatever goes wrong here
@@ -163,11 +171,14 @@ class Judge:
             profile.notes.append("Nsight Compute is not available on this worker (ncu absent or not enabled)")
         else:
             load = self._load_message(task, reference, task.spec.meta.tf32)
-            profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device)
+            try:
+                profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device)
+            except Exception as e:  # our own step failed: a note, never a failed evaluation
+                profile.ncu, note = [], f"Nsight Compute step failed: {type(e).__name__}: {e}"[:300]
             if note:
                 profile.notes.append(note)
 
-    def _implausible(self, timings: Timings, roof: Roofline, options: EvalOptions) -> list[Finding]:
+    def _implausible(self, timings: Timings, roof: Roofline | None, options: EvalOptions) -> list[Finding]:
         """Claims the hardware cannot back: faster than moving the task's minimum bytes at the device's
         measured peak bandwidth (with `ROOFLINE_SLACK`), or more than `options.max_speedup` over eager.
         Not on the CPU device: its caches can exceed the timing's flush and hold a whole task."""
@@ -183,7 +194,7 @@ class Judge:
                     f"{options.max_speedup:g}x bound: flagged for review, not rewarded as a speedup",
                 )
             )
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and roof is not None:
             peak = roof.peak_bandwidth_bps * ROOFLINE_SLACK
             floor_ms = roof.min_bytes / peak * 1e3
             if cand.median_ms < floor_ms:

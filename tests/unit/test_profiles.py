@@ -185,6 +185,7 @@ def test_implausible_speed_uses_the_measured_peak_on_gpus_only() -> None:
     assert [f.rule for f in found] == ["faster_than_memory_roofline"]
     assert f"{peak_bw * ROOFLINE_SLACK / 1e12:.2f} TB/s" in found[0].message
     assert gpu._implausible(plausible, roof, EvalOptions()) == []
+    assert gpu._implausible(fast, None, EvalOptions()) == []  # no roofline (FLOP counter refused): no flag
     cpu = Judge("cpu", launcher=None, baselines=None)  # type: ignore[arg-type]
     assert cpu._implausible(fast, roof, EvalOptions()) == []  # CPU caches can outlast the flush
     assert [f.rule for f in cpu._implausible(fast, roof, EvalOptions(max_speedup=2))] == [
