@@ -30,6 +30,7 @@ def eval_cmd(
     trials: Annotated[int | None, typer.Option(help="correctness trials")] = None,
     budget: Annotated[float, typer.Option(help="timing budget per subject, seconds")] = 5.0,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="profile the candidate after timing it")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result document as JSON")] = False,
 ) -> None:
     """Evaluate one solution locally. Exit code 0 when it ran, whatever the verdict."""
@@ -52,7 +53,9 @@ def eval_cmd(
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    options = EvalOptions(trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline)
+    options = EvalOptions(
+        trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline, profile=profile
+    )
     result = engine.evaluate(task_spec, sol, options)
     if as_json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
