@@ -293,3 +293,43 @@ def test_a_trace_from_the_candidate_process_is_bounded() -> None:
     assert len(trace.kernels[0].name) == 160 and len(trace.operators[0].shapes) == 200
     with pytest.raises(ValidationError):
         KernelTrace.model_validate({"kernels": [row] * 10_000})
+
+
+class _DeviceEvent:
+    """The four accessors of a kineto event that `_kernels` reads (torch's profiler: a boundary)."""
+
+    def __init__(self, name: str, start_us: float, dur_us: float) -> None:
+        self._n, self._s, self._d = name, int(start_us * 1e3), int(dur_us * 1e3)
+
+    def name(self) -> str:
+        return self._n
+
+    def device_type(self) -> torch.autograd.DeviceType:
+        return torch.autograd.DeviceType.CUDA
+
+    def start_ns(self) -> int:
+        return self._s
+
+    def duration_ns(self) -> int:
+        return self._d
+
+
+def test_gpu_trace_per_call_kernels_and_launch_gaps() -> None:
+    from types import SimpleNamespace
+
+    from evalsvc.engine.profiling import _kernels
+
+    events = []
+    for call_start in (0.0, 200.0):  # two calls, a synchronisation between them
+        events += [
+            _DeviceEvent("gemm", call_start, 10.0),
+            _DeviceEvent("bias_relu", call_start + 12.0, 3.0),  # 2 µs idle after the gemm
+        ]
+    prof = SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: events)))
+    trace = KernelTrace(runs=2)
+    _kernels(prof, 2, trace)
+    rows = [(k.name, k.launches, k.time_us) for k in trace.kernels]
+    assert rows == [("gemm", 1, 10.0), ("bias_relu", 1, 3.0)]
+    assert trace.total_us == 13.0 and trace.kernels[0].share == pytest.approx(10 / 13)
+    assert trace.launch_gap_us == pytest.approx(2.0)  # per call; the 185 µs between calls left out
+    assert trace.span_us == pytest.approx(15.0)
