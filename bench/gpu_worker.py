@@ -9,6 +9,10 @@ job of a task); that warm-up is reported on its own.
 Then `--evals` evaluations cycle through the solutions at the default options, as the GPU worker runs
 them (the same Evaluator the Celery task calls; no queue). NVML is sampled every 20 ms meanwhile.
 
+The batch runs twice: `--compare-evals` evaluations with every runner started on demand, then `--evals`
+with the default spare runner (started after each evaluation, so its isolation and CUDA context are ready
+when the next one begins).
+
 Overhead of one evaluation = its wall time minus the GPU time its trials need: the timed calls (median x
 count) of the candidate and of any baseline measured in it, and one candidate and one reference call per
 correctness trial. Time inside the judge is also split by phase (runner start, load, trials, timing,
@@ -125,12 +129,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--evals", type=int, default=64)
+    ap.add_argument("--compare-evals", type=int, default=16, help="batch without the spare runner")
     ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N honest solutions")
     args = ap.parse_args()
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
     pipe = make_local_pipeline(settings, with_pch=False)
-    honest = [c for c in cases(kind) if c.expect == "ok"]
+    honest = [c for c in cases(kind) if c.expect == "ok"][: args.limit]
     t0 = time.monotonic()
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(lambda c: pipe.compiler.compile(c.solution()), honest))
@@ -138,6 +144,7 @@ def main() -> int:
     ready = [(c, o) for c, o in zip(honest, outcomes, strict=True) if o.artifact_key]
     evaluator = pipe.evaluator
     phases = phase_timer(evaluator.judge)
+    evaluator.judge.launcher.keep_spare = False  # warm-up and the comparison batch start runners cold
     opts = EvalOptions()
 
     warm: list[dict[str, Any]] = []
@@ -164,55 +171,68 @@ def main() -> int:
     phases.clear()
 
     index = int(args.device.split(":")[1]) if ":" in args.device else 0
-    per_eval = []
-    t_batch = time.monotonic()
-    with NvmlSampler(index) as nvml:
-        for i in range(args.evals):
-            case, outcome = ready[i % len(ready)]
-            r = evaluator.evaluate(case.task(), case.solution(), outcome.artifact_key, outcome.report, opts)
-            need = required_gpu_ms(r) / 1e3
-            per_eval.append(
-                {
-                    "solution": case.name,
-                    "status": r.status.value,
-                    "wall_s": r.duration_s,
-                    "required_gpu_s": need,
-                    "overhead_s": (r.duration_s or 0) - need,
-                    "candidate_n": r.timings.candidate.n if r.timings.candidate else 0,
-                    "baseline_cached": r.timings.baseline_cached,
-                }
-            )
-    batch_s = time.monotonic() - t_batch
-    overheads = [e["overhead_s"] for e in per_eval]
-    useful = sum(e["required_gpu_s"] for e in per_eval) / batch_s
-    summary = {
-        "device": args.device,
-        "evaluations": len(per_eval),
-        "ok": sum(e["status"] == "ok" for e in per_eval),
-        "batch_wall_s": round(batch_s, 2),
-        "evaluations_per_gpu_hour": round(3600 * len(per_eval) / batch_s),
-        "overhead_s_median": round(statistics.median(overheads), 3),
-        "overhead_s_p90": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 3),
-        "wall_s_median": round(statistics.median(e["wall_s"] for e in per_eval), 3),
-        "gpu_busy_fraction_nvml": None if nvml.busy is None else round(nvml.busy, 3),
-        "nvml_samples": len(nvml.samples),
-        "useful_gpu_fraction": round(useful, 3),
-        "phase_seconds_per_eval": {k: round(v / len(per_eval), 3) for k, v in phases.items()},
-        "warm_up": warm,
-    }
+
+    def batch(n: int, spare: bool) -> dict[str, Any]:
+        """`n` evaluations in a row; `spare`: the next runner is started after each evaluation."""
+        evaluator.judge.launcher.keep_spare = spare
+        phases.clear()
+        per_eval = []
+        t_batch = time.monotonic()
+        with NvmlSampler(index) as nvml:
+            for i in range(n):
+                case, outcome = ready[i % len(ready)]
+                r = evaluator.evaluate(
+                    case.task(), case.solution(), outcome.artifact_key, outcome.report, opts
+                )
+                need = required_gpu_ms(r) / 1e3
+                per_eval.append(
+                    {
+                        "solution": case.name,
+                        "status": r.status.value,
+                        "wall_s": r.duration_s,
+                        "required_gpu_s": need,
+                        "overhead_s": (r.duration_s or 0) - need,
+                        "candidate_n": r.timings.candidate.n if r.timings.candidate else 0,
+                        "baseline_cached": r.timings.baseline_cached,
+                    }
+                )
+        batch_s = time.monotonic() - t_batch
+        overheads = [e["overhead_s"] for e in per_eval]
+        return {
+            "spare_runner": spare,
+            "evaluations": len(per_eval),
+            "ok": sum(e["status"] == "ok" for e in per_eval),
+            "batch_wall_s": round(batch_s, 2),
+            "evaluations_per_gpu_hour": round(3600 * len(per_eval) / batch_s),
+            "overhead_s_median": round(statistics.median(overheads), 3),
+            "overhead_s_p90": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 3),
+            "wall_s_median": round(statistics.median(e["wall_s"] for e in per_eval), 3),
+            "gpu_busy_fraction_nvml": None if nvml.busy is None else round(nvml.busy, 3),
+            "nvml_samples": len(nvml.samples),
+            "useful_gpu_fraction": round(sum(e["required_gpu_s"] for e in per_eval) / batch_s, 3),
+            "phase_seconds_per_eval": {k: round(v / len(per_eval), 3) for k, v in phases.items()},
+            "evals": per_eval,
+        }
+
+    without = batch(args.compare_evals, spare=False)
+    print("without spare runner", json.dumps({k: v for k, v in without.items() if k != "evals"}), flush=True)
+    main_batch = batch(args.evals, spare=True)
+    print("with spare runner", json.dumps({k: v for k, v in main_batch.items() if k != "evals"}), flush=True)
+    summary = {"device": args.device, "batches": [without, main_batch], "warm_up": warm}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_worker.json").write_text(json.dumps({"summary": summary, "evals": per_eval}, indent=1))
+    (args.out / "gpu_worker.json").write_text(json.dumps(summary, indent=1))
+    keys = [k for k in main_batch if k not in ("evals", "phase_seconds_per_eval", "spare_runner")]
     lines = [
-        f"# GPU worker over a batch of {len(per_eval)} evaluations ({args.device})",
+        f"# GPU worker: batches of evaluations of the bundled suite ({args.device}, default options)",
         "",
-        "| measure | value |",
-        "|---|---|",
+        "| measure | no spare runner | spare runner (default) |",
+        "|---|---|---|",
     ]
-    for k, v in summary.items():
-        if k not in ("warm_up", "phase_seconds_per_eval"):
-            lines.append(f"| {k} | {v} |")
-    lines += ["", "| phase (judge) | s per evaluation |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in summary["phase_seconds_per_eval"].items()]
+    lines += [f"| {k} | {without[k]} | {main_batch[k]} |" for k in keys]
+    phase_names = sorted(set(without["phase_seconds_per_eval"]) | set(main_batch["phase_seconds_per_eval"]))
+    lines += ["", "| phase (judge), s per evaluation | no spare runner | spare runner |", "|---|---|---|"]
+    off, on = without["phase_seconds_per_eval"], main_batch["phase_seconds_per_eval"]
+    lines += [f"| {k} | {off.get(k)} | {on.get(k)} |" for k in phase_names]
     lines += [
         "",
         "First evaluation of each solution (baselines measured unless another solution of the task came "

@@ -126,6 +126,7 @@ class Judge:
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
             self._nsight(verdict.profile, artifact, task, reference, pool[0])
+        self.launcher.prestart()  # after every timing of this evaluation, so it disturbs none
         return verdict
 
     def _roofline(
