@@ -9,11 +9,17 @@ from typing import Annotated
 
 import typer
 
+from evalsvc.cli_pools import suites_app, tasks_app
+
 app = typer.Typer(
     help="Sandboxed kernel evaluation: compile, check and time CUDA/C++ kernels.",
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(suites_app, name="suites")
 
 
 @app.callback()

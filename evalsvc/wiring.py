@@ -88,8 +88,10 @@ def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = Tru
     )
 
 
-def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no-untyped-def]
-    """The judge side for one device. Imports torch: call it only in processes that evaluate."""
+def make_evaluator(settings: Settings, store: ArtifactStore, baselines=None):  # type: ignore[no-untyped-def]
+    """The judge side for one device. Imports torch: call it only in processes that evaluate.
+
+    `baselines` is the baseline cache (the fleet's Redis one on GPU workers); in-memory by default."""
     from evalsvc.engine.baselines import MemoryBaselineCache
     from evalsvc.engine.evaluate import Evaluator
     from evalsvc.engine.judge import Judge
@@ -112,7 +114,12 @@ def make_evaluator(settings: Settings, store: ArtifactStore):  # type: ignore[no
         scratch_root=settings.scratch_dir,
         cover=settings.data_dir,
     )
-    judge = Judge(settings.device, launcher, MemoryBaselineCache(), ncu=_ncu_probe(settings, isolate))
+    judge = Judge(
+        settings.device,
+        launcher,
+        baselines if baselines is not None else MemoryBaselineCache(),
+        ncu=_ncu_probe(settings, isolate),
+    )
     return Evaluator(judge, store, worker=settings.worker_name)
 
 

@@ -12,12 +12,15 @@ from functools import cached_property
 import redis
 
 from evalsvc.core.outcomes import compile_failure, failure
+from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, Status
+from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.routing import gpu_queue_for
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
+from evalsvc.store.baselines import RedisBaselineCache
 from evalsvc.wiring import make_store
 
 log = logging.getLogger("evalsvc.worker")
@@ -37,10 +40,39 @@ class WorkerContext:
         return make_compiler(self.settings, self.store)
 
     @cached_property
+    def baselines(self) -> RedisBaselineCache:
+        """The fleet's baseline cache: filled by vetting or by the first evaluation of a task."""
+        return RedisBaselineCache(self.redis)
+
+    @cached_property
+    def pools(self) -> PoolStore:
+        return PoolStore(self.redis)
+
+    @cached_property
     def evaluator(self):  # type: ignore[no-untyped-def]
         from evalsvc.wiring import make_evaluator
 
-        return make_evaluator(self.settings, self.store)
+        return make_evaluator(self.settings, self.store, self.baselines)
+
+    @cached_property
+    def vetter(self):  # type: ignore[no-untyped-def]
+        from evalsvc.pools.vet import Vetter
+
+        return Vetter(self.settings.device, self.settings.device_class, self.baselines)
+
+    def vet(self, task_id: str, policy: VetPolicy, run: str | None = None) -> VetRecord | None:
+        """Vet one registered task on this worker's device and store its record (None: no such task)."""
+        task = self.jobs.get_task(task_id)
+        if task is None:
+            return None
+        try:
+            record = self.vetter.vet(task, policy)
+        except Exception as e:  # a bug of ours: the task is held back (rejected) until vetted again
+            log.exception("vetting %s failed", task_id)
+            record = vet_error(task_id, self.settings.device_class, f"{type(e).__name__}: {e}")
+        record.run = run
+        self.pools.put_vet(record)
+        return record
 
     def finish(self, job: Job, result: EvaluationResult | None = None, **kw: object) -> bool:
         written = self.jobs.finish(job, result=result, **kw)  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ import time
 from functools import cache
 
 from evalsvc.core.outcomes import failure
+from evalsvc.core.pools import VetPolicy
 from evalsvc.core.results import Status
 from evalsvc.observability.gpu_health import resolve_index, timing_readiness
 from evalsvc.observability.logs import log_context
@@ -114,3 +115,15 @@ def profile_task(task_id: str, device_class: str) -> None:
         started = time.monotonic()
         ctx.profile_task(task_id, device_class)
         metrics.observe("profile", time.monotonic() - started)
+
+
+@app.task(name="evalsvc.vet", acks_late=True, reject_on_worker_lost=True)
+def vet_job(task_id: str, policy: dict, run: str | None = None) -> None:
+    """Vet a registered task on this worker's device (`evalsvc tasks vet` sends these to GPU queues)."""
+    ctx = _ctx()
+    with log_context(task_id=task_id, stage="vet"):
+        record = ctx.vet(task_id, VetPolicy.model_validate(policy), run)
+        if record is None:
+            log.warning("vet: no task %s", task_id)
+        else:
+            log.info("vetted %s: %s in %.2fs", task_id, record.status, record.duration_s)

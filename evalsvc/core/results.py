@@ -41,7 +41,14 @@ class Timings(BaseModel):
     eager: TimingStats | None = None
     compiled: TimingStats | None = None
     compile_mode: str | None = None
-    baseline_cached: bool = False
+    baseline_cached: bool = Field(
+        False, description="every baseline of this evaluation came from the fleet's baseline cache"
+    )
+    eager_cached: bool = Field(False, description="the eager baseline came from the cache (not measured)")
+    compiled_cached: bool = Field(False, description="the torch.compile baseline came from the cache")
+    baselines_measured_s: float | None = Field(
+        None, description="seconds this evaluation spent measuring baselines (about 0 when all were cached)"
+    )
     candidate_graph: TimingStats | None = Field(
         None, description="small kernels on a GPU: per-call time from CUDA-graph replays (no launch "
         "overhead, fixed input values); shown beside the reward's timing, never used for it",

@@ -1,10 +1,17 @@
-"""Baseline timings cached per (task, device, torch, mode, precision): a fleet measures them once."""
+"""Baseline timings cached per (task, device, torch, mode, precision): a fleet measures them once.
+
+`baseline_keys` is the one definition of the key, shared by the judge (which reads and fills the cache on
+evaluation) and task vetting (which fills it ahead of any evaluation).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
+from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import TimingStats
+from evalsvc.core.tasks import TaskSpec
 
 
 class BaselineCache(Protocol):
@@ -22,3 +29,20 @@ class MemoryBaselineCache:
 
     def put(self, key: str, stats: TimingStats) -> None:
         self._data[key] = stats
+
+
+@dataclass(frozen=True)
+class BaselineKeys:
+    eager: str
+    compiled: str
+
+
+def baseline_keys(
+    spec: TaskSpec, device_name: str, torch_version: str, timing_budget_s: float, target_rel_ci: float
+) -> BaselineKeys:
+    """Keys of a task's eager and torch.compile (in the task's mode) baselines on one device class."""
+    meta = spec.meta
+    key = content_hash(
+        spec.id, device_name, torch_version, meta.precision.value, meta.tf32, timing_budget_s, target_rel_ci
+    )
+    return BaselineKeys(eager="eager:" + key, compiled=f"compile:{meta.compile_mode}:{key}")

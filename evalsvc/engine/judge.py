@@ -9,17 +9,17 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from evalsvc.core.hashing import content_hash
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.profiles import CandidateProfile, KernelTrace, Roofline, TaskWork
 from evalsvc.core.results import Correctness, Finding, Status, Timings, TimingStats, TrialCheck
-from evalsvc.engine.baselines import BaselineCache
+from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
@@ -88,7 +88,7 @@ class Judge:
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
-        self._set_precision(meta.tf32)
+        set_precision(meta.tf32)
         n_trials = options.trials or meta.trials
         seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
         verdict = Verdict(Status.OK, seeds=seeds)
@@ -236,10 +236,6 @@ class Judge:
             self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
         return self._quality[task.spec.id]
 
-    def _set_precision(self, tf32: bool) -> None:
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-
     def _ask(self, handle: RunnerHandle, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         try:
             reply = handle.request(msg, timeout_s)
@@ -327,11 +323,7 @@ class Judge:
             raise _Stop(Status.INCORRECT, f"trial {t}{context}: {cmp.message}")
 
     def _reference(self, reference: torch.nn.Module, inputs: list[Any]) -> Any:
-        with torch.no_grad():
-            out = reference(*inputs)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return out
+        return run_reference(reference, inputs, self.device)
 
     def _policy(self, options: EvalOptions) -> TimingPolicy:
         return TimingPolicy(budget_s=options.timing_budget_s, target_rel_ci=options.target_rel_ci)
@@ -376,48 +368,68 @@ class Judge:
         options: EvalOptions,
         timings: Timings,
     ) -> None:
+        """Eager and torch.compile baselines from the cache, measured (and cached) only when missing;
+        `timings` says which were cached and how long this evaluation spent measuring."""
         meta = task.spec.meta
-        key = content_hash(
-            task.spec.id,
+        keys = baseline_keys(
+            task.spec,
             device_name(self.device),
             torch.__version__,
-            meta.precision.value,
-            meta.tf32,
             options.timing_budget_s,
             options.target_rel_ci,
         )
         policy = self._policy(options)
-        cached = self.baselines.get("eager:" + key)
-        timings.baseline_cached = cached is not None
-        if cached is None:
-            cached = measure(lambda *a: self._reference(reference, list(a)), pool, self.device, policy).stats
-            self.baselines.put("eager:" + key, cached)
-        timings.eager = cached
-        if not options.compile_baseline:
-            return
-        timings.compile_mode = meta.compile_mode
-        ckey = f"compile:{meta.compile_mode}:{key}"
-        compiled_stats = self.baselines.get(ckey)
-        if compiled_stats is None:
-            compiled_stats = self._time_compiled(reference, pool, meta.compile_mode, policy)
-            if compiled_stats is not None:
-                self.baselines.put(ckey, compiled_stats)
-        else:
-            timings.baseline_cached = timings.baseline_cached and True
-        timings.compiled = compiled_stats
+        started = time.monotonic()
+        eager = self.baselines.get(keys.eager)
+        timings.eager_cached = eager is not None
+        if eager is None:
+            eager = measure(lambda *a: self._reference(reference, list(a)), pool, self.device, policy).stats
+            self.baselines.put(keys.eager, eager)
+        timings.eager = eager
+        if options.compile_baseline:
+            timings.compile_mode = meta.compile_mode
+            compiled = self.baselines.get(keys.compiled)
+            timings.compiled_cached = compiled is not None
+            if compiled is None:
+                compiled = time_compiled(reference, pool, meta.compile_mode, self.device, policy)
+                if compiled is not None:
+                    self.baselines.put(keys.compiled, compiled)
+            timings.compiled = compiled
+        timings.baseline_cached = timings.eager_cached and (
+            timings.compiled_cached or not options.compile_baseline
+        )
+        timings.baselines_measured_s = time.monotonic() - started
 
-    def _time_compiled(
-        self, reference: torch.nn.Module, pool: list[list[Any]], mode: str, policy: TimingPolicy
-    ) -> TimingStats | None:
-        try:
-            compiled = torch.compile(reference, mode=None if mode == "default" else mode)
+
+def set_precision(tf32: bool) -> None:
+    """The task's TF32 setting, for the reference, its baselines and everything timed against them."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def run_reference(reference: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
+    """One reference call as the eager baseline is timed (no autograd, device synchronised)."""
+    with torch.no_grad():
+        out = reference(*inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return out
+
+
+def time_compiled(
+    reference: torch.nn.Module, pool: list[list[Any]], mode: str, device: torch.device, policy: TimingPolicy
+) -> TimingStats | None:
+    """torch.compile of the reference (in the task's mode) timed like everything else; None when it does
+    not compile (no milestone 3 then, not a failed evaluation)."""
+    try:
+        compiled = torch.compile(reference, mode=None if mode == "default" else mode)
+        with torch.no_grad():
+            compiled(*pool[0])
+
+        def call(*a: Any) -> Any:
             with torch.no_grad():
-                compiled(*pool[0])
+                return compiled(*a)
 
-            def call(*a: Any) -> Any:
-                with torch.no_grad():
-                    return compiled(*a)
-
-            return measure(call, pool, self.device, policy).stats
-        except Exception:  # a baseline that cannot compile gives no milestone 3, not a failed evaluation
-            return None
+        return measure(call, pool, device, policy).stats
+    except Exception:
+        return None

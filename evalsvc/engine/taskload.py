@@ -101,25 +101,38 @@ def _check_inputs(task: LoadedTask) -> None:
         raise InvalidTask("get_inputs shapes differ between calls (non-deterministic shapes)")
 
 
+def _zeros(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return torch.zeros_like(obj)
+    if isinstance(obj, list | tuple):
+        return type(obj)(_zeros(o) for o in obj)
+    return obj
+
+
+def zeros_pass(output: Any, atol: float, rtol: float) -> bool:
+    """Whether all-zero outputs pass the tolerance against `output` (outputs too small to judge)."""
+    from evalsvc.engine.compare import compare
+
+    return compare(_zeros(output), output, atol, rtol).passed
+
+
+def constant_outputs(first: Any, second: Any) -> bool:
+    """Whether the outputs for two different input sets are identical (they ignore the inputs)."""
+    from evalsvc.engine.compare import compare
+
+    return compare(second, first, 0.0, 0.0).passed
+
+
 def quality_warnings(first: Any, second: Any, atol: float, rtol: float) -> list[str]:
     """What makes a task a poor judge: outputs so small that zeros pass the tolerance, or outputs that do
     not change with the inputs. `first` and `second` are the reference's outputs for two input sets."""
-    from evalsvc.engine.compare import compare
-
-    def zeros(obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor):
-            return torch.zeros_like(obj)
-        if isinstance(obj, list | tuple):
-            return type(obj)(zeros(o) for o in obj)
-        return obj
-
     warnings = []
-    if compare(zeros(first), first, atol, rtol).passed:
+    if zeros_pass(first, atol, rtol):
         warnings.append(
             f"all-zero outputs pass this task's tolerance (atol={atol:g}, rtol={rtol:g}): "
             "evaluations use a norm-relative check instead"
         )
-    if compare(second, first, 0.0, 0.0).passed:
+    if constant_outputs(first, second):
         warnings.append(
             "the reference's outputs do not change with the inputs: a constant passes; "
             "evaluations use a norm-relative check"

@@ -77,6 +77,13 @@ class JobStore:
             warnings=sorted(warnings),
         )
 
+    def missing_tasks(self, task_ids: list[str]) -> list[str]:
+        """The ids among `task_ids` that are not registered (one round trip)."""
+        pipe = self.r.pipeline(transaction=False)
+        for t in task_ids:
+            pipe.exists(P + "task:" + t)
+        return [t for t, found in zip(task_ids, pipe.execute(), strict=True) if not found]
+
     def add_task_warnings(self, task_id: str, warnings: list[str]) -> None:
         """What the GPU side learned about the task (its outputs can be matched by zeros, ...)."""
         if warnings:

@@ -1,0 +1,106 @@
+"""/v1/suites: named, versioned sets of tasks that trainers draw from (deterministic samples, a fixed
+train/held-out split, filtered by vet status on a device class)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+
+from evalsvc.api.deps import StoreDep, current_principal
+from evalsvc.api.lookup import not_found
+from evalsvc.api.problems import ProblemError, problem_responses
+from evalsvc.core.pools import SUITE_NAME, CreateSuite, Split, Suite, SuiteSummary, SuiteTasks, VetStatus
+from evalsvc.service.pools import PoolStore
+
+router = APIRouter(prefix="/v1/suites", tags=["suites"], dependencies=[Depends(current_principal)])
+
+
+def _pools(request: Request) -> PoolStore:
+    return PoolStore(request.app.state.store.r)
+
+
+PoolsDep = Annotated[PoolStore, Depends(_pools)]
+SuiteName = Annotated[str, Path(pattern=SUITE_NAME, description="suite name")]
+
+
+@router.get(
+    "", name="list_suites", response_model=list[SuiteSummary], responses=problem_responses(401, 429, 503)
+)
+def list_suites(pools: PoolsDep) -> list[SuiteSummary]:
+    """Every suite at its latest version."""
+    return pools.suites()
+
+
+@router.post(
+    "",
+    name="create_suite",
+    status_code=201,
+    response_model=SuiteSummary,
+    responses={
+        200: {"model": SuiteSummary, "description": "The latest version already holds this set: unchanged."},
+        **problem_responses(401, 413, 422, 429, 503),
+    },
+)
+def create_suite(body: CreateSuite, store: StoreDep, pools: PoolsDep, response: Response) -> SuiteSummary:
+    """Make a suite from registered tasks: 201 with a new version when the set (or split) changed, 200
+    when the latest version is the same."""
+    unknown = store.missing_tasks(list(dict.fromkeys(body.task_ids)))
+    if unknown:
+        raise ProblemError(
+            422,
+            "unknown_task",
+            f"{len(unknown)} unknown task ids, e.g. {', '.join(unknown[:5])}; POST /v1/tasks first",
+        )
+    suite, changed = pools.save_suite(
+        body.name, body.task_ids, body.description, body.split_seed, body.heldout_fraction
+    )
+    response.status_code = 201 if changed else 200
+    return _summary(suite)
+
+
+def _summary(s: Suite) -> SuiteSummary:
+    return SuiteSummary(
+        name=s.name,
+        version=s.version,
+        description=s.description,
+        size=len(s.task_ids),
+        created_at=s.created_at,
+    )
+
+
+@router.get(
+    "/{name}/tasks",
+    name="suite_tasks",
+    response_model=SuiteTasks,
+    responses=problem_responses(401, 404, 422, 429, 503),
+)
+def suite_tasks(
+    name: SuiteName,
+    pools: PoolsDep,
+    sample: Annotated[int | None, Query(ge=1, le=100_000, description="draw this many tasks")] = None,
+    seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="same seed, same draw")] = 0,
+    version: Annotated[int | None, Query(ge=1, description="default: the latest")] = None,
+    split: Annotated[Split | None, Query(description="only the train or the held-out side")] = None,
+    device_class: Annotated[
+        str | None,
+        Query(max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="vet statuses on this class"),
+    ] = None,
+    status: Annotated[
+        list[VetStatus] | None, Query(description="keep tasks with these vet statuses (needs device_class)")
+    ] = None,
+) -> SuiteTasks:
+    """A suite's tasks, or a deterministic sample of them."""
+    suite = pools.suite(name, version)
+    if suite is None:
+        raise not_found("suite", name if version is None else f"{name} v{version}")
+    if status and device_class is None:
+        raise ProblemError(422, "device_class_required", "filtering by vet status needs a device_class")
+    return pools.suite_tasks(
+        suite,
+        sample=sample,
+        seed=seed,
+        device_class=device_class,
+        statuses=set(status) if status else None,
+        split=split,
+    )

@@ -1,0 +1,1 @@
+"""Task pools: importers (KernelBench, Ops-6K, our folder format), vetting, reports."""

@@ -1,0 +1,167 @@
+"""Task pools in Redis: where each task came from, its vet record per device class, and suites.
+
+Suites are versioned: `evalsvc:suite:<name>` holds every version's document, `evalsvc:suites` the latest
+version number of each name. Saving the same set again writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from evalsvc.core.pools import (
+    PoolEntry,
+    Split,
+    Suite,
+    SuiteSummary,
+    SuiteTask,
+    SuiteTasks,
+    VetRecord,
+    VetStatus,
+    sample_ids,
+    select,
+)
+
+P = "evalsvc:"
+
+
+class PoolStore:
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+
+    # pool entries ------------------------------------------------------------------------------------
+    def put_entry(self, entry: PoolEntry) -> bool:
+        """Record a task's first origin; False when it was already recorded (re-import is a no-op)."""
+        return bool(self.r.set(P + "pool:" + entry.task_id, entry.model_dump_json(), nx=True))
+
+    def entries(self, task_ids: list[str]) -> dict[str, PoolEntry]:
+        raws = self.r.mget([P + "pool:" + t for t in task_ids]) if task_ids else []
+        return {t: PoolEntry.model_validate_json(raw) for t, raw in zip(task_ids, raws, strict=True) if raw}
+
+    # vet records -------------------------------------------------------------------------------------
+    def _vet_key(self, device_class: str, task_id: str) -> str:
+        return f"{P}vet:{device_class}:{task_id}"
+
+    def put_vet(self, record: VetRecord) -> None:
+        self.r.set(self._vet_key(record.device_class, record.task_id), record.model_dump_json())
+
+    def vets(self, device_class: str, task_ids: list[str]) -> dict[str, VetRecord]:
+        if not task_ids:
+            return {}
+        raws = self.r.mget([self._vet_key(device_class, t) for t in task_ids])
+        return {t: VetRecord.model_validate_json(raw) for t, raw in zip(task_ids, raws, strict=True) if raw}
+
+    # suites ------------------------------------------------------------------------------------------
+    def save_suite(
+        self,
+        name: str,
+        task_ids: list[str],
+        description: str = "",
+        split_seed: int | None = None,
+        heldout_fraction: float | None = None,
+    ) -> tuple[Suite, bool]:
+        """Make `task_ids` the suite's content: a new version when the set (or its split) differs from the
+        latest one, or the suite is new; otherwise the latest version, unchanged. Returns (suite, changed).
+        The split settings, when not given, are the latest version's (or the defaults)."""
+        ids = sorted(set(task_ids))
+        result: list[tuple[Suite, bool]] = []
+
+        def write(pipe: redis.client.Pipeline) -> None:
+            result.clear()
+            raw_version = pipe.hget(P + "suites", name)
+            latest = self._load(pipe, name, int(raw_version)) if raw_version else None
+            base = latest or Suite(name=name)
+            seed = base.split_seed if split_seed is None else split_seed
+            fraction = base.heldout_fraction if heldout_fraction is None else heldout_fraction
+            same = (base.task_ids, base.split_seed, base.heldout_fraction) == (ids, seed, fraction)
+            if latest is not None and same:
+                result.append((latest, False))
+                return
+            suite = Suite(
+                name=name,
+                version=(latest.version + 1) if latest else 1,
+                description=description or base.description,
+                task_ids=ids,
+                created_at=time.time(),
+                split_seed=seed,
+                heldout_fraction=fraction,
+            )
+            pipe.multi()
+            pipe.hset(P + "suite:" + name, str(suite.version), suite.model_dump_json())
+            pipe.hset(P + "suites", name, suite.version)
+            result.append((suite, True))
+
+        self.r.transaction(write, P + "suites")
+        return result[0]
+
+    def _load(self, client: redis.Redis | redis.client.Pipeline, name: str, version: int) -> Suite | None:
+        raw = client.hget(P + "suite:" + name, str(version))
+        return Suite.model_validate_json(raw) if raw else None
+
+    def suite(self, name: str, version: int | None = None) -> Suite | None:
+        """The suite's given version, or its latest."""
+        if version is None:
+            raw = self.r.hget(P + "suites", name)
+            if raw is None:
+                return None
+            version = int(raw)
+        return self._load(self.r, name, version)
+
+    def suites(self) -> list[SuiteSummary]:
+        latest = {k.decode(): int(v) for k, v in self.r.hgetall(P + "suites").items()}
+        out = []
+        for name in sorted(latest):
+            s = self._load(self.r, name, latest[name])
+            if s is not None:
+                out.append(
+                    SuiteSummary(
+                        name=s.name,
+                        version=s.version,
+                        description=s.description,
+                        size=len(s.task_ids),
+                        created_at=s.created_at,
+                    )
+                )
+        return out
+
+    # reading a suite ---------------------------------------------------------------------------------
+    def suite_tasks(
+        self,
+        suite: Suite,
+        *,
+        sample: int | None = None,
+        seed: int = 0,
+        device_class: str | None = None,
+        statuses: set[VetStatus] | None = None,
+        split: Split | None = None,
+    ) -> SuiteTasks:
+        """The suite's tasks filtered by split and vet status, then `sample` of them drawn for `seed`."""
+        records = self.vets(device_class, suite.task_ids) if device_class else {}
+        ids = select(suite.task_ids, records, statuses, split, suite.split_seed, suite.heldout_fraction)
+        matched = len(ids)
+        if sample is not None:
+            ids = sample_ids(ids, sample, seed)
+        entries = self.entries(ids)
+        items = []
+        for t in ids:
+            e, r = entries.get(t), records.get(t)
+            items.append(
+                SuiteTask(
+                    task_id=t,
+                    name=e.name if e else None,
+                    source=e.source if e else None,
+                    tags=e.tags if e else {},
+                    status=r.status if r else None,
+                    reasons=[f.reason for f in r.findings] if r else [],
+                )
+            )
+        return SuiteTasks(
+            suite=suite.name,
+            version=suite.version,
+            device_class=device_class,
+            split=split,
+            seed=seed if sample is not None else None,
+            matched=matched,
+            items=items,
+        )
