@@ -36,6 +36,7 @@ def eval_cmd(
     trials: Annotated[int | None, typer.Option(help="correctness trials")] = None,
     budget: Annotated[float, typer.Option(help="timing budget per subject, seconds")] = 5.0,
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="profile the candidate after timing it")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result document as JSON")] = False,
 ) -> None:
     """Evaluate one solution locally. Exit code 0 when it ran, whatever the verdict."""
@@ -58,7 +59,9 @@ def eval_cmd(
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    options = EvalOptions(trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline)
+    options = EvalOptions(
+        trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline, profile=profile
+    )
     result = engine.evaluate(task_spec, sol, options)
     if as_json:
         sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
@@ -116,7 +119,8 @@ def worker(
     @worker_ready.connect
     def _beat(**_: object) -> None:
         if kind == "gpu":
-            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu")
+            facts = _device_facts(device, _ctx().settings.cuda_arch)
+            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu", facts)
         else:
             _ctx().start_heartbeat("compile", COMPILE_QUEUE, "cpu", "cpu")
 
@@ -134,6 +138,19 @@ def worker(
     else:
         argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
     celery_app.worker_main(argv=argv)
+
+
+def _device_facts(device: str, cuda_arch: str):  # type: ignore[no-untyped-def]
+    """Measured before the first job is taken (so nothing else runs on the device meanwhile)."""
+    import logging
+
+    from evalsvc.engine.hardware import device_facts
+
+    try:
+        return device_facts(device, cuda_arch)
+    except Exception:  # the worker still serves; /v1/devices says nothing was measured
+        logging.getLogger("evalsvc.worker").exception("measuring the device failed")
+        return None
 
 
 def _gpu_uuid(device: str) -> str:

@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     runner_isolation: RunnerIsolation = RunnerIsolation.PROCESS
     runner_memory_bytes: int = 16 * 1024**3
     runner_call_timeout_s: float = Field(60.0, description="watchdog for one candidate call")
+    profile_ncu: bool = Field(
+        False,
+        description="run Nsight Compute on profiled candidates (uid drop and rlimits, but no network or "
+        "mount namespace: ncu's injection needs them); off unless the fleet trusts that",
+    )
     artifact_store: str = Field("local", description="'local' (data_dir) or 'redis'")
     worker_name: str | None = None
     worker_kind: str = Field("compile", description="'compile' or 'gpu' (set by `evalsvc worker`)")

@@ -114,8 +114,23 @@ def make_evaluator(settings: Settings, store: ArtifactStore, baselines=None):  #
         scratch_root=settings.scratch_dir,
         cover=settings.data_dir,
     )
-    judge = Judge(settings.device, launcher, baselines if baselines is not None else MemoryBaselineCache())
+    judge = Judge(
+        settings.device,
+        launcher,
+        baselines if baselines is not None else MemoryBaselineCache(),
+        ncu=_ncu_probe(settings, isolate),
+    )
     return Evaluator(judge, store, worker=settings.worker_name)
+
+
+def _ncu_probe(settings: Settings, isolate: bool):  # type: ignore[no-untyped-def]
+    """Nsight Compute for profiled candidates, where it is enabled, installed and the device is a GPU."""
+    from evalsvc.engine.ncu import NcuProbe, find_ncu
+
+    ncu = find_ncu(settings.cuda_home) if settings.profile_ncu and settings.device != "cpu" else None
+    if ncu is None:
+        return None
+    return NcuProbe(ncu, settings.scratch_dir, isolate, settings.runner_memory_bytes)
 
 
 def make_local_pipeline(settings: Settings, with_pch: bool = True):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ import redis
 
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
+from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
@@ -136,7 +137,29 @@ class WorkerContext:
             self.jobs.add_task_warnings(job.task_id, result.task_warnings)
         self.finish(job, result)
 
-    def start_heartbeat(self, kind: str, queue: str, device: str, device_class: str) -> None:
+    def profile_task(self, task_id: str, device_class: str) -> None:
+        """Make a task's reference profile on this worker's device and store it (errors included)."""
+        from evalsvc.engine.reference_profile import profile_reference
+
+        record = self.jobs.get_profile(task_id, device_class)
+        task = self.jobs.get_task(task_id)
+        if record is None or record.state is State.DONE:
+            return
+        record.state = State.RUNNING
+        self.jobs.put_profile(record)
+        try:
+            if task is None:
+                raise LookupError(f"task {task_id} is gone")
+            record.profile = profile_reference(task, self.settings.device)
+        except Exception as e:  # a task that cannot be profiled is an answer, not a lost job
+            record.error = f"{type(e).__name__}: {e}"[:2000]
+            log.warning("profile of %s failed: %s", task_id, record.error)
+        record.state = State.DONE
+        self.jobs.put_profile(record)
+
+    def start_heartbeat(
+        self, kind: str, queue: str, device: str, device_class: str, facts: DeviceFacts | None = None
+    ) -> None:
         info = WorkerInfo(
             queue=queue,
             kind=kind,
@@ -145,6 +168,7 @@ class WorkerContext:
             hostname=socket.gethostname(),
             pid=os.getpid(),
             heartbeat_at=time.time(),
+            facts=facts,
         )
 
         def beat() -> None:

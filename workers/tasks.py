@@ -107,6 +107,16 @@ def evaluate_job(job_id: str) -> None:
             metrics.finished(job)
 
 
+@app.task(name="evalsvc.profile_task", acks_late=True, reject_on_worker_lost=True)
+def profile_task(task_id: str, device_class: str) -> None:
+    """A task's reference profile on this GPU worker (queued straight here by the gateway)."""
+    ctx, metrics = _ctx(), worker_metrics()
+    with log_context(task_id=task_id, stage="profile"), metrics.in_flight():
+        started = time.monotonic()
+        ctx.profile_task(task_id, device_class)
+        metrics.observe("profile", time.monotonic() - started)
+
+
 @app.task(name="evalsvc.vet", acks_late=True, reject_on_worker_lost=True)
 def vet_job(task_id: str, policy: dict, run: str | None = None) -> None:
     """Vet a registered task on this worker's device (`evalsvc tasks vet` sends these to GPU queues)."""

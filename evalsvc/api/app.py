@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from evalsvc.api import batches, compile, devices, evaluations, health, suites, tasks
+from evalsvc.api import batches, compile, devices, evaluations, health, profiles, suites, tasks
 from evalsvc.api.auth import Authenticator
 from evalsvc.api.body_limit import BodyLimitMiddleware
 from evalsvc.api.enqueue import CeleryEnqueuer, Enqueuer
@@ -52,7 +52,7 @@ def create_app(settings: Settings, *, enqueuer: Enqueuer | None = None) -> FastA
     app.state.metrics = Metrics(settings.prometheus_multiproc_dir)
     app.state.auth = Authenticator(settings.api_keys)
     install_handlers(app)
-    for module in (tasks, suites, evaluations, batches, compile, devices, health):
+    for module in (tasks, profiles, suites, evaluations, batches, compile, devices, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # outermost: times refusals too

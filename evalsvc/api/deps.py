@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -89,3 +89,11 @@ def wait_query(default: float) -> object:
 
 
 WaitQuery = Annotated[float, wait_query(0)]
+FormatQuery = Annotated[
+    Literal["json", "text"],
+    Query(alias="format", description="`text`: a compact plain-text report sized for an LLM context"),
+]
+DeviceClassQuery = Annotated[
+    str,
+    Query(max_length=64, pattern=r"^[A-Za-z0-9_.-]+$", description="GPU class, e.g. H200; `default`: any"),
+]

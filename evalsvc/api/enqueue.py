@@ -11,11 +11,15 @@ from evalsvc.settings import Settings
 from workers.celery_app import COMPILE_QUEUE, make_celery
 
 COMPILE_TASK = "evalsvc.compile"
+PROFILE_TASK = "evalsvc.profile_task"
 
 
 class Enqueuer(Protocol):
     def enqueue(self, job_id: str) -> None:
         """Queue the job for its compile stage (which routes evaluations to a GPU queue itself)."""
+
+    def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
+        """Queue a reference profile straight to one GPU worker's queue (nothing to compile)."""
 
     def enqueue_many(self, job_ids: list[str]) -> None:
         """Queue several jobs, in order (a batch): one connection for all of them."""
@@ -36,6 +40,9 @@ class CeleryEnqueuer:
     def enqueue(self, job_id: str) -> None:
         self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE)
 
+    def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
+        self.celery.send_task(PROFILE_TASK, args=[task_id, device_class], queue=queue)
+
     def enqueue_many(self, job_ids: list[str]) -> None:
         with self.celery.producer_or_acquire() as producer:  # one pooled connection, not one per job
             for job_id in job_ids:
@@ -50,11 +57,16 @@ class RecordingEnqueuer:
 
     def __init__(self) -> None:
         self.job_ids: list[str] = []
+        self.profiles: list[tuple[str, str, str]] = []
         self._lock = threading.Lock()
 
     def enqueue(self, job_id: str) -> None:
         with self._lock:
             self.job_ids.append(job_id)
+
+    def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
+        with self._lock:
+            self.profiles.append((task_id, device_class, queue))
 
     def enqueue_many(self, job_ids: list[str]) -> None:
         with self._lock:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from evalsvc.api.deps import (
     EnqueuerDep,
+    FormatQuery,
     IdempotencyKey,
     JobIdPath,
     MetricsDep,
@@ -21,6 +23,7 @@ from evalsvc.api.lookup import owned_job
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import evaluation_job, replayed, request_fingerprint, resolve_task, scoped_key, submit
+from evalsvc.render import render_result
 from evalsvc.service.records import EvaluationRequest, EvaluationView, Job, JobKind, State
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=[Depends(current_principal)])
@@ -66,7 +69,10 @@ def submit_evaluation(
     "/{evaluation_id}",
     name="get_evaluation",
     response_model=EvaluationView,
-    responses=problem_responses(401, 404, 422, 429, 503),
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "with `format=text`"},
+        **problem_responses(401, 404, 422, 429, 503),
+    },
 )
 async def get_evaluation(
     evaluation_id: JobIdPath,
@@ -75,13 +81,18 @@ async def get_evaluation(
     settings: SettingsDep,
     request: Request,
     wait: WaitQuery = 0,
-) -> EvaluationView:
-    """The evaluation and, once `done`, its result document; `?wait=N` returns as soon as it is done."""
+    fmt: FormatQuery = "json",
+) -> EvaluationView | PlainTextResponse:
+    """The evaluation and, once `done`, its result document; `?wait=N` returns as soon as it is done;
+    `format=text` gives the compact report (under 2,000 tokens with a profile)."""
 
     def fetch() -> Job:
         return owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
 
     job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
+    if fmt == "text":
+        body = render_result(job.result) if job.result else f"evaluation {job.id}: {job.state.value}"
+        return PlainTextResponse(body + "\n")
     return EvaluationView.of(job)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import Status
 from evalsvc.service.records import BatchItem, BatchView, CompileView, Job, State, TaskView
 
@@ -21,6 +22,10 @@ class DeviceView(BaseModel):
     device_class: str
     hostname: str
     heartbeat_at: float
+    facts: DeviceFacts | None = Field(
+        None,
+        description="compute capability, SMs, memory, measured peaks, compile target; null until measured",
+    )
 
 
 class ReadyView(BaseModel):

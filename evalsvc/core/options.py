@@ -14,7 +14,11 @@ class EvalOptions(BaseModel):
     timing_budget_s: float = Field(5.0, gt=0, le=120, description="time budget per timed subject")
     target_rel_ci: float = Field(0.01, gt=0, le=0.5)
     timing_pool: int = Field(4, ge=1, le=16, description="distinct input sets rotated while timing")
-    profile: bool = False
+    profile: bool = Field(
+        False,
+        description="after the timed runs: a profiler trace of the candidate and, where enabled, Nsight "
+        "Compute metrics of its top kernels (display only; docs/profiling.md)",
+    )
     max_speedup: float = Field(
         100.0, gt=1, description="speedups over eager past this are flagged for review, not rewarded"
     )

@@ -6,6 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from evalsvc.core.profiles import CandidateProfile, Roofline
+
 
 class Status(StrEnum):
     """How an evaluation ended. Every failure of the candidate is one of these, never an exception."""
@@ -151,4 +153,6 @@ class EvaluationResult(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     task_warnings: list[str] = Field(default_factory=list, description="what makes the task a weak judge")
     provenance: Provenance | None = None
+    roofline: Roofline | None = Field(None, description="the candidate against the device's measured peaks")
+    profile: CandidateProfile | None = Field(None, description="with options.profile: display-only")
     duration_s: float = 0.0

@@ -16,6 +16,7 @@ import torch
 from evalsvc.build.stage import Compiler
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import compile_failure, failure
+from evalsvc.core.profiles import CandidateProfile, mark_own
 from evalsvc.core.results import CompileReport, EvaluationResult, Provenance, Speedup, Status
 from evalsvc.core.rewards import SpeedupEvidence, speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
@@ -113,7 +114,16 @@ class Evaluator:
             findings=verdict.findings + verdict.review,
             task_warnings=verdict.task_warnings,
             provenance=prov,
+            roofline=verdict.roofline if ok else None,
+            profile=_own_kernels(verdict.profile, report),
         )
+
+
+def _own_kernels(profile: CandidateProfile | None, report: CompileReport) -> CandidateProfile | None:
+    """Which traced kernels are the solution's own: those its ptxas report names."""
+    if profile is not None and profile.trace is not None:
+        profile.own_share = mark_own(profile.trace.kernels, [k.kernel for k in report.resources])
+    return profile
 
 
 class LocalPipeline:

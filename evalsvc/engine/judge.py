@@ -6,6 +6,7 @@ The reference's outputs never leave this process.
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
@@ -16,16 +17,21 @@ from typing import Any
 import torch
 
 from evalsvc.core.options import EvalOptions
+from evalsvc.core.profiles import CandidateProfile, KernelTrace, Roofline, TaskWork
 from evalsvc.core.results import Correctness, Finding, Status, Timings, TimingStats, TrialCheck
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
+from evalsvc.engine.hardware import task_roofline
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
+from evalsvc.engine.ncu import NcuProbe
+from evalsvc.engine.profiling import nbytes, task_work
 from evalsvc.engine.taskload import LoadedTask, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 
 MAX_POISON_BYTES = 1 << 30
+log = logging.getLogger("evalsvc.judge")
 GRAPH_TIMING_BELOW_MS = 0.2  # candidates faster than this are also timed from CUDA-graph replays
 
 
@@ -39,6 +45,8 @@ class Verdict:
     seeds: list[int] = field(default_factory=list)
     review: list[Finding] = field(default_factory=list)  # correct, but its speed is not believed
     task_warnings: list[str] = field(default_factory=list)
+    roofline: Roofline | None = None
+    profile: CandidateProfile | None = None  # display-only: mostly measured in the candidate's process
 
 
 class _Stop(Exception):
@@ -51,28 +59,21 @@ class _Stop(Exception):
         self.rule = rule
 
 
-# Datasheet peak memory bandwidth, bytes/s, by device-name substring: a bound no kernel can beat.
-PEAK_BANDWIDTH = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.04e12, "L40S": 0.864e12, "L4": 0.3e12}
-
-
-def peak_bandwidth(name: str) -> float | None:
-    return next((bw for key, bw in PEAK_BANDWIDTH.items() if key in name), None)
-
-
-def _nbytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, list | tuple):
-        return sum(_nbytes(o) for o in obj)
-    return 0
+# A kernel may beat a copy's bandwidth a little (reads alone, writes still in L2 when the timer stops);
+# past this factor over the measured peak it is not believed.
+ROOFLINE_SLACK = 1.25
 
 
 class Judge:
-    def __init__(self, device: str, launcher: RunnerLauncher, baselines: BaselineCache) -> None:
+    def __init__(
+        self, device: str, launcher: RunnerLauncher, baselines: BaselineCache, ncu: NcuProbe | None = None
+    ) -> None:
         self.device = torch.device(device)
         self.launcher = launcher
         self.baselines = baselines
+        self.ncu = ncu
         self._quality: dict[str, list[str]] = {}
+        self._work: dict[str, TaskWork] = {}
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
@@ -100,6 +101,8 @@ class Judge:
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 self._time_graphs(handle, reference, pool[0], verdict.timings)
+            if options.profile:
+                verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
             verdict.status, verdict.message = stop.status, stop.message
             if stop.rule:
@@ -108,15 +111,67 @@ class Judge:
         finally:
             handle.close()
         self._baselines(task, reference, pool, options, verdict.timings)
-        verdict.review = self._implausible(verdict.timings, pool[0], reference, options)
+        verdict.roofline = self._roofline(task, reference, pool[0], verdict.timings)
+        verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
+        if verdict.profile is not None:
+            self._nsight(verdict.profile, artifact, task, reference, pool[0])
         self.launcher.prestart()  # after every timing of this evaluation, so it disturbs none
         return verdict
 
-    def _implausible(
-        self, timings: Timings, inputs: list[Any], reference: torch.nn.Module, options: EvalOptions
-    ) -> list[Finding]:
+    def _roofline(
+        self, task: LoadedTask, reference: torch.nn.Module, inputs: list[Any], timings: Timings
+    ) -> Roofline | None:
+        """Minimum bytes and FLOPs of the task (once per task) against this device's measured peaks;
+        None when they cannot be had (a reference the FLOP counter refuses), never a failed evaluation."""
+        try:
+            if task.spec.id not in self._work:
+                self._work[task.spec.id] = task_work(reference, inputs)
+            median = timings.candidate.median_ms if timings.candidate else None
+            meta = task.spec.meta
+            work = self._work[task.spec.id]
+            return task_roofline(self.device, work, meta.precision.value, meta.tf32, median)
+        except Exception:
+            log.exception("no roofline for task %s", task.spec.id)
+            return None
+
+    def _trace(self, handle: RunnerHandle, inputs: list[Any]) -> CandidateProfile:
+        """A profiler trace in the runner, in separate runs after the timed ones. Whatever goes wrong here
+        is a note: the verdict is already decided."""
+        profile = CandidateProfile()
+        try:
+            msg = {"op": "profile", "inputs": inputs, "runs": 3}
+            reply = self._ask(handle, msg, self.launcher.limits.call_timeout_s * 3)
+            profile.trace = KernelTrace.model_validate(reply["trace"])
+        except (_Stop, ValueError, KeyError, TypeError) as e:
+            profile.notes.append(f"profiler trace failed: {str(e)[:300]}")
+        return profile
+
+    def _nsight(
+        self,
+        profile: CandidateProfile,
+        artifact: Path,
+        task: LoadedTask,
+        reference: torch.nn.Module,
+        inputs: list[Any],
+    ) -> None:
+        """Nsight Compute's metrics for the first kernels, in a process of its own (optional)."""
+        if self.device.type != "cuda":
+            profile.notes.append("kernels, launch gaps and Nsight Compute metrics need a GPU device")
+        elif self.ncu is None:
+            profile.notes.append("Nsight Compute is not available on this worker (ncu absent or not enabled)")
+        else:
+            load = self._load_message(task, reference, task.spec.meta.tf32)
+            try:
+                profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device)
+            except Exception as e:  # our own step failed: a note, never a failed evaluation
+                profile.ncu, note = [], f"Nsight Compute step failed: {type(e).__name__}: {e}"[:300]
+            if note:
+                profile.notes.append(note)
+
+    def _implausible(self, timings: Timings, roof: Roofline | None, options: EvalOptions) -> list[Finding]:
         """Claims the hardware cannot back: faster than moving the task's minimum bytes at the device's
-        peak bandwidth, or more than `options.max_speedup` over eager."""
+        measured peak bandwidth (with `ROOFLINE_SLACK`), or more than `options.max_speedup` over eager.
+        Not on the CPU device: its caches can exceed the timing's flush and hold a whole task."""
         cand, eager = timings.candidate, timings.eager
         if cand is None:
             return []
@@ -129,17 +184,17 @@ class Judge:
                     f"{options.max_speedup:g}x bound: flagged for review, not rewarded as a speedup",
                 )
             )
-        peak = peak_bandwidth(device_name(self.device)) if self.device.type == "cuda" else None
-        if peak is not None:
-            min_bytes = _nbytes(inputs) + _nbytes(self._reference(reference, inputs))
-            floor_ms = min_bytes / peak * 1e3
+        if self.device.type == "cuda" and roof is not None:
+            peak = roof.peak_bandwidth_bps * ROOFLINE_SLACK
+            floor_ms = roof.min_bytes / peak * 1e3
             if cand.median_ms < floor_ms:
                 out.append(
                     Finding(
                         rule="faster_than_memory_roofline",
                         message=f"median {cand.median_ms * 1e3:.1f} µs is under the {floor_ms * 1e3:.1f} µs "
-                        f"needed to read the inputs and write the outputs ({min_bytes / 1e6:.1f} MB) at "
-                        f"{peak / 1e12:.2f} TB/s: flagged for review, not rewarded as a speedup",
+                        f"needed to read the inputs and write the outputs ({roof.min_bytes / 1e6:.1f} MB) at "
+                        f"{peak / 1e12:.2f} TB/s ({ROOFLINE_SLACK:g}x the measured peak): flagged for "
+                        "review, not rewarded as a speedup",
                     )
                 )
         return out
@@ -189,15 +244,12 @@ class Judge:
             raise _Stop(status, error, rule=rule if status is Status.FORBIDDEN else None)
         return reply
 
-    def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
+    def _load_message(self, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> dict[str, Any]:
         state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
-        msg = {
-            "op": "load",
-            "init_inputs": list(task.get_init_inputs()),
-            "state_dict": state,
-            "tf32": tf32,
-        }
-        self._ask(handle, msg, self.launcher.limits.load_timeout_s)
+        return {"op": "load", "init_inputs": list(task.get_init_inputs()), "state_dict": state, "tf32": tf32}
+
+    def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
+        self._ask(handle, self._load_message(task, reference, tf32), self.launcher.limits.load_timeout_s)
 
     def _trial(
         self,
@@ -213,7 +265,7 @@ class Judge:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
         and work deferred to the next call show."""
         inputs = task.make_inputs(seed, self.device)
-        poison = min(MAX_POISON_BYTES, 2 * _nbytes(inputs))
+        poison = min(MAX_POISON_BYTES, 2 * nbytes(inputs))
         msg = {"op": "run", "inputs": inputs, "poison_bytes": poison}
         timeout = self.launcher.limits.call_timeout_s
         if candidate_first:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from evalsvc.engine.codec import receive, send
+from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
@@ -302,6 +303,10 @@ class Server:
                 "last_output": m.last_output,
                 "last_index": m.last_index,
             }
+        if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
+            trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
+            return {"ok": True, "trace": trace.model_dump()}
+
         if op == "time_graph":
             stats = measure_graph(self.candidate.forward, msg["inputs"], self.device)
             return {"ok": True, "stats": stats.model_dump()}

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field, model_validator
 
 from evalsvc.core.options import EvalOptions
+from evalsvc.core.profiles import DeviceFacts, ReferenceProfile
 from evalsvc.core.results import CompileReport, EvaluationResult, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
@@ -139,3 +140,17 @@ class WorkerInfo(BaseModel):
     hostname: str
     pid: int
     heartbeat_at: float
+    facts: DeviceFacts | None = Field(None, description="GPU workers: the device as measured at start-up")
+
+
+class ProfileRecord(BaseModel):
+    """A task's reference profile on one device class: queued to a GPU worker, kept like a result."""
+
+    task_id: str
+    device_class: str
+    state: State
+    queue: str | None = None
+    created_at: float
+    updated_at: float
+    profile: ReferenceProfile | None = None
+    error: str | None = Field(None, description="why the profile could not be made (state done)")

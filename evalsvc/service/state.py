@@ -15,7 +15,7 @@ import redis
 
 from evalsvc.core.results import CompileReport, EvaluationResult
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.service.records import Job, State, TaskView, WorkerInfo
+from evalsvc.service.records import Job, ProfileRecord, State, TaskView, WorkerInfo
 
 P = "evalsvc:"
 
@@ -162,6 +162,34 @@ class JobStore:
 
     def inflight(self, tenant: str) -> int:
         return int(self.r.get(P + "inflight:" + tenant) or 0)
+
+    # reference profiles ------------------------------------------------------------------------------
+    def _profile_key(self, task_id: str, device_class: str) -> str:
+        return P + "profile:" + task_id + ":" + device_class
+
+    def claim_profile(self, record: ProfileRecord) -> tuple[ProfileRecord, bool]:
+        """Store a new queued profile unless one exists for (task, device class); True when it existed.
+        One that failed is replaced, so asking again retries it."""
+        key = self._profile_key(record.task_id, record.device_class)
+        if self.r.set(key, record.model_dump_json(), nx=True, ex=self.retention_s):
+            return record, False
+        existing = self.get_profile(record.task_id, record.device_class)
+        if existing is not None and existing.error is None:
+            return existing, True
+        self.r.set(key, record.model_dump_json(), ex=self.retention_s)
+        return record, False
+
+    def put_profile(self, record: ProfileRecord) -> None:
+        record.updated_at = time.time()
+        key = self._profile_key(record.task_id, record.device_class)
+        self.r.set(key, record.model_dump_json(), ex=self.retention_s)
+
+    def get_profile(self, task_id: str, device_class: str) -> ProfileRecord | None:
+        raw = self.r.get(self._profile_key(task_id, device_class))
+        return ProfileRecord.model_validate_json(raw) if raw else None
+
+    def drop_profile(self, task_id: str, device_class: str) -> None:
+        self.r.delete(self._profile_key(task_id, device_class))
 
     # batches -----------------------------------------------------------------------------------------
     def create_batch(self, job_ids: list[str], idempotency_key: str | None = None) -> tuple[str, bool]:
