@@ -8,26 +8,47 @@ import socket
 import threading
 import time
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.results import EvaluationResult, Status
+from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.routing import gpu_queue_for
 from evalsvc.service.state import JobStore
-from evalsvc.settings import Settings
-from evalsvc.wiring import make_store
+from evalsvc.settings import CompileBackend, Settings
+from evalsvc.wiring import make_store, sandbox_owner
+
+if TYPE_CHECKING:
+    from evalsvc.sandbox.docker_sandbox import DockerSandbox
 
 log = logging.getLogger("evalsvc.worker")
+
+
+def worker_redis(settings: Settings) -> redis.Redis:
+    """Patient with Redis: a worker holding a finished evaluation rides out a Redis restart (about two
+    minutes of retries) rather than losing the result; the gateway, in contrast, fails fast (503)."""
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=60),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=30,
+    )
 
 
 class WorkerContext:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.redis = redis.Redis.from_url(settings.redis_url)
+        self.redis = worker_redis(settings)
         self.jobs = JobStore(self.redis, retention_s=settings.retention_s)
         self.store = make_store(settings)
+        self._probe: DockerSandbox | None = None
 
     @cached_property
     def compiler(self):  # type: ignore[no-untyped-def]
@@ -104,6 +125,25 @@ class WorkerContext:
             self.jobs.add_task_warnings(job.task_id, result.task_warnings)
         self.finish(job, result)
 
+    def sandbox_problem(self) -> str | None:
+        """Why this compile worker cannot build right now (its Docker engine or image is unreachable),
+        checked on every heartbeat so that /readyz says it; None when it can. Leftover containers of
+        dead pool children are reaped on the way."""
+        if self.settings.compile_backend is not CompileBackend.DOCKER:
+            return None
+        from evalsvc.sandbox.docker_sandbox import DockerSandbox
+
+        if self._probe is None:
+            self._probe = DockerSandbox(owner=sandbox_owner(self.settings), image=self.settings.compile_image)
+        try:
+            self._probe.check()
+            self._probe.reap_leftovers()
+        except SandboxUnavailable as e:
+            self._probe.close()
+            self._probe = None
+            return str(e)[:500]
+        return None
+
     def start_heartbeat(self, kind: str, queue: str, device: str, device_class: str) -> None:
         info = WorkerInfo(
             queue=queue,
@@ -117,6 +157,7 @@ class WorkerContext:
 
         def beat() -> None:
             while True:
+                info.problem = self.sandbox_problem() if kind == "compile" else None
                 info.heartbeat_at = time.time()
                 try:
                     self.jobs.heartbeat(info)

@@ -16,7 +16,15 @@ import torch
 
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.options import EvalOptions
-from evalsvc.core.results import Correctness, Finding, Status, Timings, TimingStats, TrialCheck
+from evalsvc.core.results import (
+    Correctness,
+    FailureKind,
+    Finding,
+    Status,
+    Timings,
+    TimingStats,
+    TrialCheck,
+)
 from evalsvc.engine.baselines import BaselineCache
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
@@ -38,16 +46,20 @@ class Verdict:
     seeds: list[int] = field(default_factory=list)
     review: list[Finding] = field(default_factory=list)  # correct, but its speed is not believed
     task_warnings: list[str] = field(default_factory=list)
+    failure: FailureKind | None = None
 
 
 class _Stop(Exception):
     """Ends an evaluation early with a verdict."""
 
-    def __init__(self, status: Status, message: str, rule: str | None = None) -> None:
+    def __init__(
+        self, status: Status, message: str, rule: str | None = None, failure: FailureKind | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.rule = rule
+        self.failure = failure
 
 
 # Datasheet peak memory bandwidth, bytes/s, by device-name substring: a bound no kernel can beat.
@@ -109,7 +121,7 @@ class Judge:
             verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
         except _Stop as stop:
-            verdict.status, verdict.message = stop.status, stop.message
+            verdict.status, verdict.message, verdict.failure = stop.status, stop.message, stop.failure
             if stop.rule:
                 verdict.findings.append(Finding(rule=stop.rule, message=stop.message))
             return verdict
@@ -169,7 +181,7 @@ class Judge:
         except RunnerTimeout as e:
             raise _Stop(Status.TIMEOUT, f"the candidate did not finish '{msg['op']}': {e}") from None
         except RunnerDied as e:
-            raise _Stop(Status.RUNTIME_ERROR, str(e)) from None
+            raise _Stop(Status.RUNTIME_ERROR, str(e), failure=FailureKind.RUNNER_DIED) from None
         except BadMessage as e:
             raise _Stop(Status.FORBIDDEN, str(e), rule="forged_message") from None
         if not reply["ok"]:

@@ -139,3 +139,4 @@ class WorkerInfo(BaseModel):
     hostname: str
     pid: int
     heartbeat_at: float
+    problem: str | None = Field(None, description="why this worker cannot take jobs now (None: it can)")
