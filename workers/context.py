@@ -92,14 +92,14 @@ class WorkerContext:
                 ),
             )
             return
-        depth = {w.queue: self.jobs.queue_depth(w.queue) for w in self.jobs.workers() if w.kind == "gpu"}
-        queue = gpu_queue_for(self.jobs.workers(), job.device_class, depth)
+        queue = self._gpu_queue(job.device_class)
         if queue is None:
             self.finish(
                 job,
                 failure(
                     Status.INTERNAL_ERROR,
-                    f"no live GPU worker serves device class {job.device_class!r}",
+                    f"no live GPU worker serves device class {job.device_class!r} "
+                    f"(waited {self.settings.route_wait_s:g} s)",
                     job.options,
                     compile=outcome.report,
                 ),
@@ -111,6 +111,18 @@ class WorkerContext:
             from workers.tasks import evaluate_job
 
             evaluate_job.apply_async(args=[job.id], queue=queue)
+
+    def _gpu_queue(self, device_class: str) -> str | None:
+        """The queue to send a compiled job to; waits (bounded) while no GPU worker of the class is live,
+        so a GPU worker restarting, or Redis restarting (heartbeats lost), does not fail the job."""
+        deadline = time.monotonic() + self.settings.route_wait_s
+        while True:
+            workers = self.jobs.workers()
+            depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
+            queue = gpu_queue_for(workers, device_class, depth)
+            if queue is not None or time.monotonic() >= deadline:
+                return queue
+            time.sleep(1.0)
 
     def evaluate(self, job: Job) -> None:
         task = self.jobs.get_task(job.task_id or "")
