@@ -120,12 +120,15 @@ class LiveStack:
 
     # -- process control ----------------------------------------------------------------------------
     def start(self, name: str, **env: str) -> None:
+        """Start (again); `env` changes this process's environment from now on ("" removes a name)."""
         proc = self.procs[name]
         proc.env.update(env)
+        environ = {**self.base_env, **proc.env}
+        environ = {k: v for k, v in environ.items() if v != ""}
         log = open(self.root / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         proc.popen = subprocess.Popen(
             proc.argv,
-            env={**self.base_env, **proc.env},
+            env=environ,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -199,7 +202,8 @@ class LiveStack:
         client = self.redis()
         try:
             keys = list(client.scan_iter(f"evalsvc:worker:gpu.{name}:*"))
-            return bool(keys) and all(b'"pid":' + str(popen.pid).encode() in (client.get(k) or b"") for k in keys)
+            mark = b'"pid":' + str(popen.pid if popen else -1).encode()
+            return bool(keys) and all(mark in (client.get(k) or b"") for k in keys)
         except redis.RedisError:
             return False
         finally:

@@ -1,5 +1,5 @@
-"""One live stack per module (bench.live_stack): real Redis with AOF, the uvicorn gateway, a Celery
-compile worker on the Docker sandbox and a CPU-device worker, which the tests kill and restart."""
+"""One live stack for all reliability tests (bench.live_stack): real Redis with AOF, the uvicorn gateway,
+a Celery compile worker on the Docker sandbox and a CPU-device worker, which the tests kill and restart."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def options(n: int, **over: object) -> dict:
     return EvalOptions(**{**FAST, "timing_budget_s": 0.1 + n * 1e-4, **over}).model_dump(mode="json")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stack(docker_ready: None) -> Iterator[LiveStack]:
     root = Path(tempfile.mkdtemp(prefix="evalsvc-rel-"))
     s = LiveStack(
@@ -57,7 +57,7 @@ def stack(docker_ready: None) -> Iterator[LiveStack]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def task_id(stack: LiveStack) -> str:
     task, _ = small_relu()
     r = httpx.post(stack.url + "/v1/tasks", json=task.model_dump(mode="json"), timeout=10)
@@ -81,6 +81,28 @@ def wait_done(stack: LiveStack, job_id: str, timeout: float = 240) -> dict:
             time.sleep(0.5)
             continue
         if r.status_code == 200 and r.json()["state"] == "done":
-            return r.json()
+            return record(r.json())
         time.sleep(0.2)
     raise AssertionError(f"{job_id} not done after {timeout:.0f} s")
+
+
+SEEN: dict[str, dict] = {}  # job id -> its result document when first seen done
+
+
+def record(view: dict) -> dict:
+    """Remember a finished job's result, to check at the end of the module that it never changed."""
+    SEEN.setdefault(view["id"], view)
+    return view
+
+
+def assert_never_rewritten(stack: LiveStack) -> None:
+    """Every result seen done is still the same document (same seeds, same write): nothing finished
+    any job a second time, after at least one more redelivery period."""
+    time.sleep(REDELIVERY_S + 2)
+    for job_id, first in SEEN.items():
+        r = httpx.get(f"{stack.url}/v1/evaluations/{job_id}", timeout=10)
+        if r.status_code == 404:
+            continue  # another module's stack
+        now = r.json()
+        assert now["updated_at"] == first["updated_at"], (job_id, first, now)
+        assert now["result"] == first["result"], job_id

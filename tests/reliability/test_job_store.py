@@ -1,0 +1,53 @@
+"""The job store under concurrency, on a real redis-server: one request retried at once makes one job."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import redis
+
+from evalsvc.core.solutions import Solution
+from evalsvc.service.records import Job, JobKind, State
+from evalsvc.service.state import JobStore
+from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
+
+ROUNDS, CLIENTS = 200, 8
+
+
+def _job(job_id: str) -> Job:
+    now = time.time()
+    return Job(
+        id=job_id,
+        kind=JobKind.EVALUATE,
+        state=State.QUEUED,
+        solution=Solution(files={"solution.py": "x = 1\n"}),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_concurrent_creates_with_one_key_make_one_job(redis_url: str) -> None:  # noqa: F811
+    """The check-then-claim of keys was two round trips: a retry arriving between them made a second
+    job (8 rounds in 200 before the create became one Lua script)."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    doubled = []
+    for n in range(ROUNDS):
+        ids: list[str] = []
+
+        def create(i: int, n: int = n, ids: list[str] = ids) -> None:
+            job, _ = store.create_job(_job(f"e_{n}_{i}"), dedup_key=f"d{n}", idempotency_key=f"k{n}")
+            ids.append(job.id)
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if len(set(ids)) != 1:
+            doubled.append(n)
+    assert doubled == []
+    assert len(list(client.scan_iter("evalsvc:job:*"))) == ROUNDS
+    assert store.inflight("anonymous") == ROUNDS
+    client.close()
