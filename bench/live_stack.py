@@ -125,14 +125,14 @@ class LiveStack:
         proc.env.update(env)
         environ = {**self.base_env, **proc.env}
         environ = {k: v for k, v in environ.items() if v != ""}
-        log = open(self.root / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
-        proc.popen = subprocess.Popen(
-            proc.argv,
-            env=environ,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with open(self.root / "logs" / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            proc.popen = subprocess.Popen(
+                proc.argv,
+                env=environ,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         proc.starts += 1
         if name == "redis":
             wait_for(self._redis_answers, 30, "redis")

@@ -117,6 +117,7 @@ def submit(
     except Exception:  # whatever the transport raised, the job must not hold quota forever
         _abandon(store, stored)
         raise
+    store.mark_queued(stored.id)  # were the gateway to die before this, the orphan sweep queues it
     return stored, False
 
 
@@ -125,6 +126,7 @@ def _abandon(store: JobStore, job: Job) -> None:
     msg = "the job could not be queued; submit it again"
     try:
         store.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options))
+        store.mark_queued(job.id)
     except redis.RedisError:
         log.error("job %s was stored but neither queued nor finished", job.id)
 

@@ -18,6 +18,7 @@ from evalsvc.core.tasks import TaskSpec
 from evalsvc.service.records import Job, State, TaskView, WorkerInfo
 
 P = "evalsvc:"
+UNQUEUED = P + "unqueued"  # zset: job id -> creation time, until its message is in the queue
 
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'state') == false then return -1 end
@@ -28,8 +29,9 @@ if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
 return 1
 """
 
-# KEYS: idempotency key or '', dedup key or '', the new job's key, the tenant's in-flight counter.
-# ARGV: job id, doc, state, retention s, idempotency ttl s, job key prefix.
+# KEYS: idempotency key or '', dedup key or '', the new job's key, the tenant's in-flight counter, the set of
+# jobs not yet handed to the queue. ARGV: job id, doc, state, retention s, idempotency ttl s, job key prefix,
+# now.
 # Returns {id, 'idem' | 'dedup' | 'new'}.
 # A job that ended in our own error ('internal' set by _FINISH) is not served again by content.
 _CREATE = """
@@ -51,6 +53,7 @@ if KEYS[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[5]
 redis.call('HSET', KEYS[3], 'doc', ARGV[2], 'state', ARGV[3])
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
 redis.call('INCR', KEYS[4])
+redis.call('ZADD', KEYS[5], tonumber(ARGV[7]), ARGV[1])
 return {ARGV[1], 'new'}
 """
 
@@ -126,7 +129,7 @@ class JobStore:
         """
         idem = P + "idem:" + idempotency_key if idempotency_key else ""
         dedup = P + "dedup:" + dedup_key if dedup_key else ""
-        keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant]
+        keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant, UNQUEUED]
         args = [
             job.id,
             job.model_dump_json(),
@@ -134,6 +137,7 @@ class JobStore:
             self.retention_s,
             self.idempotency_ttl_s,
             self._job_key(""),
+            time.time(),
         ]
         raw_id, how = self._create(keys=keys, args=args)
         if how == b"new":
@@ -149,6 +153,16 @@ class JobStore:
             return None
         raw = self.r.get(key)
         return raw.decode() if raw else None
+
+    def mark_queued(self, job_id: str) -> None:
+        """The job's message is in the queue: it no longer needs the orphan sweep."""
+        self.r.zrem(UNQUEUED, job_id)
+
+    def unqueued(self, older_than_s: float, limit: int = 1000) -> list[str]:
+        """Jobs stored but not (known to be) queued for longer than `older_than_s`: their gateway died
+        between the two steps, or the queue refused the message."""
+        ids = self.r.zrangebyscore(UNQUEUED, 0, time.time() - older_than_s, start=0, num=limit)
+        return [i.decode() for i in ids]
 
     def get_job(self, job_id: str) -> Job | None:
         raw = self.r.hget(self._job_key(job_id), "doc")

@@ -7,6 +7,9 @@ import time
 
 import redis
 
+from evalsvc.api.enqueue import RecordingEnqueuer
+from evalsvc.api.orphans import requeue_orphans
+from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.service.records import Job, JobKind, State
 from evalsvc.service.state import JobStore
@@ -50,4 +53,22 @@ def test_concurrent_creates_with_one_key_make_one_job(redis_url: str) -> None:  
     assert doubled == []
     assert len(list(client.scan_iter("evalsvc:job:*"))) == ROUNDS
     assert store.inflight("anonymous") == ROUNDS
+    client.close()
+
+
+def test_a_job_stored_but_never_queued_is_swept_into_the_queue(redis_url: str) -> None:  # noqa: F811
+    """The gateway died between storing a job and queueing it (seen in the soak as accepted ids that
+    never finished): the sweep queues it once; queued and finished jobs are left alone."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    enqueuer = RecordingEnqueuer()
+    store.create_job(_job("e_orphan"), dedup_key="d-orphan", idempotency_key=None)
+    queued, _ = store.create_job(_job("e_queued"), dedup_key="d-queued", idempotency_key=None)
+    store.mark_queued(queued.id)
+    finished, _ = store.create_job(_job("e_finished"), dedup_key="d-finished", idempotency_key=None)
+    store.finish(finished, EvaluationResult(status=Status.FORBIDDEN, reward=-1))
+    assert requeue_orphans(store, enqueuer, grace_s=60) == []  # still within the grace period
+    assert requeue_orphans(store, enqueuer, grace_s=0) == ["e_orphan"]
+    assert requeue_orphans(store, enqueuer, grace_s=0) == []
+    assert enqueuer.job_ids == ["e_orphan"]
     client.close()
