@@ -152,9 +152,12 @@ def _code(r: httpx.Response) -> str:
 class FaultInjector(threading.Thread):
     """Every `every_s` (jittered), one fault from `kinds`, the process started again at once."""
 
-    def __init__(self, stack: LiveStack, kinds: tuple[str, ...], every_s: float, seed: int) -> None:
+    def __init__(
+        self, stack: LiveStack, kinds: tuple[str, ...], every_s: float, seed: int, window_s: float | None
+    ) -> None:
         super().__init__(daemon=True)
         self.stack, self.kinds, self.every_s = stack, kinds, every_s
+        self.until = None if window_s is None else time.monotonic() + window_s
         self.rng = random.Random(seed)
         self.done = threading.Event()
         self.injected: Counter[str] = Counter()
@@ -162,6 +165,8 @@ class FaultInjector(threading.Thread):
     def run(self) -> None:
         devices = [n for n in self.stack.procs if n.startswith("cpu-")]
         while not self.done.wait(self.every_s * self.rng.uniform(0.5, 1.5)):
+            if self.until is not None and time.monotonic() > self.until:
+                return
             kind = self.rng.choice(self.kinds)
             if kind == "kill -9 device worker":
                 self.stack.restart(self.rng.choice(devices), signal.SIGKILL)
@@ -190,7 +195,7 @@ def fetch_views(url: str, ids: list[str]) -> dict[str, dict]:
 
 
 def drain(url: str, ids: set[str], deadline: float) -> dict[str, dict]:
-    """Poll until every accepted job is done or the deadline passes; the done views."""
+    """Poll until every job in `ids` is done or the deadline passes; the done views."""
     done: dict[str, dict] = {}
     while time.monotonic() < deadline and len(done) < len(ids):
         views = fetch_views(url, sorted(ids - set(done)))
@@ -219,6 +224,7 @@ def run(
     clients: int,
     fault_kinds: tuple[str, ...],
     fault_every_s: float,
+    fault_window_s: float | None = None,
     honest_every: int = 50,
     dup_every: int = 10,
     submit_limit_s: float = 600,
@@ -226,7 +232,8 @@ def run(
     recheck_after_s: float = 0,
     seed: int = 0,
 ) -> Report:
-    """The soak against a running stack; the report says whether every accepted id ended exactly once."""
+    """The soak against a running stack; the report says whether every accepted id ended exactly once.
+    Faults are injected from the first submission until the work has drained (or `fault_window_s`)."""
     from evalsvc.suite import cases
 
     ok_case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
@@ -240,7 +247,7 @@ def run(
     for s in subs:
         work.put(s)
     outcome = Outcome()
-    injector = FaultInjector(stack, fault_kinds, fault_every_s, seed)
+    injector = FaultInjector(stack, fault_kinds, fault_every_s, seed, fault_window_s)
     started = time.monotonic()
     if fault_kinds:
         injector.start()
@@ -253,15 +260,16 @@ def run(
     for t in threads:
         t.join()
     submit_wall = time.monotonic() - started
+    drain_started = time.monotonic()
+    ids = set(outcome.accepted.values())
+    done = drain(stack.url, ids, drain_started + drain_limit_s)  # faults go on while the work drains
     injector.done.set()
     if fault_kinds:
         injector.join()
-    for name in stack.procs:  # whatever a last fault left down comes back before the drain
+    for name in stack.procs:  # whatever the last fault left down comes back for the final count
         if not stack.alive(name):
             stack.start(name)
-    drain_started = time.monotonic()
-    ids = set(outcome.accepted.values())
-    done = drain(stack.url, ids, drain_started + drain_limit_s)
+    done.update(drain(stack.url, ids - set(done), time.monotonic() + 300))
     drain_wall = time.monotonic() - drain_started
     duplicated = 0
     if recheck_after_s:
