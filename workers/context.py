@@ -116,12 +116,16 @@ class WorkerContext:
         """The queue to send a compiled job to; waits (bounded) while no GPU worker of the class is live,
         so a GPU worker restarting, or Redis restarting (heartbeats lost), does not fail the job."""
         deadline = time.monotonic() + self.settings.route_wait_s
+        waiting = False
         while True:
             workers = self.jobs.workers()
             depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
             queue = gpu_queue_for(workers, device_class, depth)
             if queue is not None or time.monotonic() >= deadline:
                 return queue
+            if not waiting:
+                log.warning("no live GPU worker serves %r: waiting for one", device_class)
+                waiting = True
             time.sleep(1.0)
 
     def evaluate(self, job: Job) -> None:

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from bench.live_stack import LiveStack
+from bench.live_stack import LiveStack, wait_for
 from tests.reliability.conftest import (
     MAX_ATTEMPTS,
     REDELIVERY_S,
@@ -137,9 +137,14 @@ def test_device_worker_away_longer_than_its_heartbeat(stack: LiveStack, task_id:
     """Jobs compiled while no device worker is alive wait for one (route_wait_s) instead of failing."""
     stack.kill("cpu-a")
     time.sleep(16)  # past the heartbeat's 15 s lifetime: no live device worker is known
+    waits_before = stack.log("compile", limit=10**7).count("no live GPU worker")
     r = submit(stack, task_id, 200)
     assert r.status_code == 202, r.text
-    time.sleep(2)
+    wait_for(
+        lambda: stack.log("compile", limit=10**7).count("no live GPU worker") > waits_before,
+        300,
+        "the compile worker to wait for a device worker",
+    )
     stack.start("cpu-a")
     view = wait_done(stack, r.json()["id"], timeout=240)
     assert view["status"] == "ok", view
