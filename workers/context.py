@@ -152,7 +152,7 @@ class WorkerContext:
         if self._probe is None:
             self._probe = DockerSandbox(owner=sandbox_owner(self.settings), image=self.settings.compile_image)
         try:
-            self._probe.check()
+            self._probe.ping()
             self._probe.reap_leftovers()
         except SandboxUnavailable as e:
             self._probe.close()

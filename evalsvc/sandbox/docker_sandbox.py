@@ -213,6 +213,14 @@ class DockerSandbox:
         if missing:
             raise SandboxUnavailable(f"toolchain mount sources missing on this host: {missing}")
 
+    def ping(self) -> None:
+        """The cheap part of `check()`, for health probes: the engine answers and has the image."""
+        client = self._docker()
+        with self._errors("pinging the engine"):
+            client.ping()
+        with self._errors(f"inspecting image {self.image}"):
+            client.images.get(self.image)
+
     def run(
         self, argv: list[str], mounts: list[Mount], limits: SandboxLimits, env: dict[str, str]
     ) -> SandboxRun:
@@ -313,6 +321,9 @@ class DockerSandbox:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: another process of this worker is removing it already
+                log.exception("could not remove compile container %s", container.short_id)
         except _DOCKER_ERRORS:
             log.exception("could not remove compile container %s", container.short_id)
 
