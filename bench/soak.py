@@ -70,6 +70,7 @@ class Report:
     not_accepted: int
     distinct_jobs: int
     by_status: dict[str, int]
+    internal_errors: dict[str, int]
     lost: int
     duplicated: int
     unexpected_merges: int
@@ -312,6 +313,13 @@ def _report(
         not_accepted=len(subs) - len(accepted),
         distinct_jobs=len(ids),
         by_status=dict(by_status),
+        internal_errors=dict(
+            Counter(
+                str(v["result"].get("failure") or (v["result"].get("message") or "")[:80])
+                for v in done.values()
+                if v["status"] == "internal_error"
+            )
+        ),
         lost=lost,
         duplicated=duplicated,
         unexpected_merges=merges,

@@ -33,12 +33,14 @@ return 1
 # jobs not yet handed to the queue. ARGV: job id, doc, state, retention s, idempotency ttl s, job key prefix,
 # now.
 # Returns {id, 'idem' | 'dedup' | 'new'}.
-# A job that ended in our own error ('internal' set by _FINISH) is not served again by content.
+# A job that ended in our own error ('internal' set by _FINISH: it could not be queued, it was abandoned)
+# is served again neither by content nor by its Idempotency-Key: a retry gets a fresh job.
 _CREATE = """
 local prefix = ARGV[6]
 if KEYS[1] ~= '' then
   local id = redis.call('GET', KEYS[1])
-  if id and redis.call('EXISTS', prefix .. id) == 1 then return {id, 'idem'} end
+  local live = id and redis.call('EXISTS', prefix .. id) == 1
+  if live and redis.call('HGET', prefix .. id, 'internal') ~= '1' then return {id, 'idem'} end
 end
 if KEYS[2] ~= '' then
   local id = redis.call('GET', KEYS[2])

@@ -72,3 +72,18 @@ def test_a_job_stored_but_never_queued_is_swept_into_the_queue(redis_url: str) -
     assert requeue_orphans(store, enqueuer, grace_s=0) == []
     assert enqueuer.job_ids == ["e_orphan"]
     client.close()
+
+
+def test_a_retry_after_our_own_error_gets_a_fresh_job(redis_url: str) -> None:  # noqa: F811
+    """The queue refused a job (503 queue_unavailable, the job ended as our internal error); the client
+    retries with the same Idempotency-Key: it must get a new job, not that error (seen in the soak)."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    first, existed = store.create_job(_job("e_first"), dedup_key="d-same", idempotency_key="k-same")
+    assert not existed
+    store.finish(first, EvaluationResult(status=Status.INTERNAL_ERROR, reward=-1))
+    retry, existed = store.create_job(_job("e_retry"), dedup_key="d-same", idempotency_key="k-same")
+    assert (retry.id, existed) == ("e_retry", False)
+    again, existed = store.create_job(_job("e_again"), dedup_key="d-same", idempotency_key="k-same")
+    assert (again.id, existed) == ("e_retry", True)
+    client.close()
