@@ -15,11 +15,11 @@ pytestmark = pytest.mark.docker
 def test_short_soak_loses_and_doubles_nothing(stack: LiveStack) -> None:
     report = run(
         stack,
-        submissions=300,
+        submissions=150,
         clients=8,
         fault_kinds=("kill -9 device worker", "kill -9 gateway"),
         fault_every_s=1.5,
-        fault_window_s=15,
+        fault_window_s=10,
         honest_every=100,
         submit_limit_s=120,
         drain_limit_s=240,
