@@ -47,7 +47,12 @@ class Settings(BaseSettings):
     worker_queue: str | None = Field(None, description="a GPU worker's own queue, e.g. gpu.<uuid>")
     device_class: str = Field("cpu", description="the class this GPU worker serves, e.g. H200")
     max_attempts: int = Field(3, ge=1, description="deliveries of one job before it fails for good")
-    redelivery_after_s: int = Field(900, description="an unacked job goes back to its queue after this")
+    redelivery_after_s: int = Field(
+        900, ge=1, description="an unacked job (its worker died) goes back to its queue after this"
+    )
+    route_wait_s: float = Field(
+        120.0, ge=0, description="how long a compiled job waits for a live GPU worker of its class"
+    )
     retention_s: int = Field(7 * 86400, description="how long finished jobs and results are kept")
     # HTTP gateway (evalsvc.api)
     http_host: str = Field("127.0.0.1", description="address the gateway listens on")

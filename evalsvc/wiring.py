@@ -18,9 +18,10 @@ def make_sandbox(settings: Settings) -> tuple[CompileSandbox, str]:
     if settings.compile_backend is CompileBackend.DOCKER:
         from evalsvc.sandbox.docker_sandbox import DockerSandbox, host_toolchain_mounts
 
-        owner = settings.worker_name or f"{socket.gethostname()}-compile"
         docker_sandbox = DockerSandbox(
-            owner=owner, image=settings.compile_image, toolchain_mounts=host_toolchain_mounts()
+            owner=sandbox_owner(settings),
+            image=settings.compile_image,
+            toolchain_mounts=host_toolchain_mounts(),
         )
         docker_sandbox.check()
         docker_sandbox.reap_leftovers()
@@ -33,6 +34,11 @@ def make_sandbox(settings: Settings) -> tuple[CompileSandbox, str]:
         python = sys.executable
     sandbox.check()
     return sandbox, python
+
+
+def sandbox_owner(settings: Settings) -> str:
+    """The owner label of this worker's compile containers (stable across its restarts)."""
+    return settings.worker_name or f"{socket.gethostname()}-compile"
 
 
 def make_store(settings: Settings) -> ArtifactStore:

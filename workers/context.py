@@ -8,30 +8,51 @@ import socket
 import threading
 import time
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, Status
+from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.routing import gpu_queue_for
 from evalsvc.service.state import JobStore
-from evalsvc.settings import Settings
+from evalsvc.settings import CompileBackend, Settings
 from evalsvc.store.baselines import RedisBaselineCache
-from evalsvc.wiring import make_store
+from evalsvc.wiring import make_store, sandbox_owner
+
+if TYPE_CHECKING:
+    from evalsvc.sandbox.docker_sandbox import DockerSandbox
 
 log = logging.getLogger("evalsvc.worker")
+
+
+def worker_redis(settings: Settings) -> redis.Redis:
+    """Patient with Redis: a worker holding a finished evaluation rides out a Redis restart (about two
+    minutes of retries) rather than losing the result; the gateway, in contrast, fails fast (503)."""
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=60),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        health_check_interval=30,
+    )
 
 
 class WorkerContext:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.redis = redis.Redis.from_url(settings.redis_url)
+        self.redis = worker_redis(settings)
         self.jobs = JobStore(self.redis, retention_s=settings.retention_s)
         self.store = make_store(settings)
+        self._probe: DockerSandbox | None = None
 
     @cached_property
     def compiler(self):  # type: ignore[no-untyped-def]
@@ -104,14 +125,14 @@ class WorkerContext:
                 ),
             )
             return
-        depth = {w.queue: self.jobs.queue_depth(w.queue) for w in self.jobs.workers() if w.kind == "gpu"}
-        queue = gpu_queue_for(self.jobs.workers(), job.device_class, depth)
+        queue = self._gpu_queue(job.device_class)
         if queue is None:
             self.finish(
                 job,
                 failure(
                     Status.INTERNAL_ERROR,
-                    f"no live GPU worker serves device class {job.device_class!r}",
+                    f"no live GPU worker serves device class {job.device_class!r} "
+                    f"(waited {self.settings.route_wait_s:g} s)",
                     job.options,
                     compile=outcome.report,
                 ),
@@ -123,6 +144,22 @@ class WorkerContext:
             from workers.tasks import evaluate_job
 
             evaluate_job.apply_async(args=[job.id], queue=queue)
+
+    def _gpu_queue(self, device_class: str) -> str | None:
+        """The queue to send a compiled job to; waits (bounded) while no GPU worker of the class is live,
+        so a GPU worker restarting, or Redis restarting (heartbeats lost), does not fail the job."""
+        deadline = time.monotonic() + self.settings.route_wait_s
+        waiting = False
+        while True:
+            workers = self.jobs.workers()
+            depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
+            queue = gpu_queue_for(workers, device_class, depth)
+            if queue is not None or time.monotonic() >= deadline:
+                return queue
+            if not waiting:
+                log.warning("no live GPU worker serves %r: waiting for one", device_class)
+                waiting = True
+            time.sleep(1.0)
 
     def evaluate(self, job: Job) -> None:
         task = self.jobs.get_task(job.task_id or "")
@@ -157,6 +194,25 @@ class WorkerContext:
         record.state = State.DONE
         self.jobs.put_profile(record)
 
+    def sandbox_problem(self) -> str | None:
+        """Why this compile worker cannot build right now (its Docker engine or image is unreachable),
+        checked on every heartbeat so that /readyz says it; None when it can. Leftover containers of
+        dead pool children are reaped on the way."""
+        if self.settings.compile_backend is not CompileBackend.DOCKER:
+            return None
+        from evalsvc.sandbox.docker_sandbox import DockerSandbox
+
+        if self._probe is None:
+            self._probe = DockerSandbox(owner=sandbox_owner(self.settings), image=self.settings.compile_image)
+        try:
+            self._probe.ping()
+            self._probe.reap_leftovers()
+        except SandboxUnavailable as e:
+            self._probe.close()
+            self._probe = None
+            return str(e)[:500]
+        return None
+
     def start_heartbeat(
         self, kind: str, queue: str, device: str, device_class: str, facts: DeviceFacts | None = None
     ) -> None:
@@ -173,6 +229,7 @@ class WorkerContext:
 
         def beat() -> None:
             while True:
+                info.problem = self.sandbox_problem() if kind == "compile" else None
                 info.heartbeat_at = time.time()
                 try:
                     self.jobs.heartbeat(info)

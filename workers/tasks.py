@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
+
+import redis
 
 from evalsvc.core.outcomes import failure
 from evalsvc.core.pools import VetPolicy
-from evalsvc.core.results import Status
+from evalsvc.core.results import FailureKind, Status
 from evalsvc.observability.gpu_health import resolve_index, timing_readiness
 from evalsvc.observability.logs import log_context
 from evalsvc.observability.metrics import WorkerMetrics
+from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.records import Job, JobKind, State
 from workers.celery_app import app, worker_metrics
 from workers.context import WorkerContext, current_context
@@ -43,11 +48,33 @@ def _start(ctx: WorkerContext, metrics: WorkerMetrics, job_id: str) -> Job | Non
     job.attempts = attempts
     if attempts > ctx.settings.max_attempts:
         msg = f"the job was interrupted {attempts - 1} times (worker crash or kill); giving up"
-        if ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options)):
-            metrics.finished(job, abandoned=True)
+        result = failure(Status.INTERNAL_ERROR, msg, job.options, failure=FailureKind.JOB_ABANDONED)
+        if ctx.finish(job, result):
+            metrics.finished(job)
         return None
     metrics.job_started(job)
     return job
+
+
+@contextmanager
+def _answered(ctx: WorkerContext, job: Job) -> Iterator[None]:
+    """An accepted job always gets a terminal result: an error of ours around the engine (the compile
+    sandbox's engine unreachable, a bug) ends it with a typed internal error instead of leaving it
+    `compiling`/`running` forever once Celery acks the failed task. When even that write fails (Redis
+    gone for longer than the worker's Redis retries), the error propagates: the ack fails as well, and
+    the message, still in Redis' unacked set, is delivered again after `redelivery_after_s`."""
+    try:
+        yield
+    except SandboxUnavailable as e:
+        log.error("compile sandbox unavailable: %s", e)
+        kind, msg = FailureKind.SANDBOX_UNAVAILABLE, f"the compile sandbox is unavailable: {e}"
+        ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options, failure=kind))
+    except redis.RedisError:
+        raise
+    except Exception as e:
+        log.exception("unexpected error on job %s", job.id)
+        msg = f"worker error: {type(e).__name__}: {e}"[:2000]
+        ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options, failure=FailureKind.WORKER_ERROR))
 
 
 def _written_here(ctx: WorkerContext, job: Job) -> bool:
@@ -77,7 +104,7 @@ def compile_job(job_id: str) -> None:
         job = _start(ctx, metrics, job_id)
         if job is None:
             return
-        with log_context(task_id=job.task_id), metrics.in_flight():
+        with log_context(task_id=job.task_id), metrics.in_flight(), _answered(ctx, job):
             ctx.jobs.advance(job, State.COMPILING)
             ctx.compile_and_route(job)
         metrics.compiled(job.compile_report)
@@ -96,7 +123,7 @@ def evaluate_job(job_id: str) -> None:
         if job.kind is not JobKind.EVALUATE:
             return
         _check_gpu(ctx, metrics)
-        with log_context(task_id=job.task_id), metrics.in_flight():
+        with log_context(task_id=job.task_id), metrics.in_flight(), _answered(ctx, job):
             started = time.monotonic()
             ctx.evaluate(job)
             elapsed = time.monotonic() - started

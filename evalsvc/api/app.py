@@ -6,6 +6,8 @@ Clients (Redis, the job store, the enqueuer, the rate limiter) are made by the l
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +25,7 @@ from evalsvc.api.body_limit import BodyLimitMiddleware
 from evalsvc.api.enqueue import CeleryEnqueuer, Enqueuer
 from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics, MetricsMiddleware
+from evalsvc.api.orphans import sweep_forever
 from evalsvc.api.problems import as_problem_media, install_handlers
 from evalsvc.observability.logs import setup_logging
 from evalsvc.service.state import JobStore
@@ -91,9 +94,13 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
                 "!!! AUTHENTICATION IS OFF: EVALSVC_API_KEYS is empty, every caller is tenant 'anonymous'. "
                 'Set EVALSVC_API_KEYS=\'{"<key>": "<tenant>"}\' anywhere but a trusted dev machine. !!!'
             )
+        sweeper = asyncio.create_task(sweep_forever(app.state.store, app.state.enqueuer))
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             app.state.enqueuer.close()
             client.close()
 

@@ -42,7 +42,7 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends
     name="submit_batch",
     status_code=202,
     response_model=BatchView,
-    responses={202: follow("get_batch", "batch_id"), **problem_responses(401, 413, 422, 429, 503)},
+    responses={202: follow("get_batch", "batch_id"), **problem_responses(400, 401, 413, 422, 429, 503)},
 )
 def submit_batch(
     body: BatchRequest,

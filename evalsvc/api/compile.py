@@ -47,7 +47,7 @@ DEFAULT_WAIT_S = 120.0
             "description": "Still compiling: poll GET /v1/compile/{id}.",
             **follow("get_compile", "compile_id"),
         },
-        **problem_responses(401, 413, 422, 429, 503),
+        **problem_responses(400, 401, 413, 422, 429, 503),
     },
 )
 async def compile_solution(

@@ -36,7 +36,7 @@ router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=
     response_model=EvaluationView,
     responses={
         202: follow("get_evaluation", "evaluation_id"),
-        **problem_responses(401, 413, 422, 429, 503),
+        **problem_responses(400, 401, 413, 422, 429, 503),
     },
 )
 def submit_evaluation(

@@ -51,8 +51,13 @@ def readiness(store: JobStore) -> ReadyView:
         workers = live_workers(store)
     except redis.RedisError as e:
         return ReadyView(ready=False, redis=f"unreachable: {type(e).__name__}", workers={}, missing=["redis"])
-    counts = {kind: sum(1 for w in workers if w.kind == kind) for kind in ("compile", "gpu")}
-    missing = [f"a live {kind} worker" for kind, n in counts.items() if n == 0]
+    able = [w for w in workers if w.problem is None]
+    counts = {kind: sum(1 for w in able if w.kind == kind) for kind in ("compile", "gpu")}
+    missing = []
+    for kind in (k for k, n in counts.items() if n == 0):
+        missing.append(f"a live {kind} worker")
+        # A worker that is alive but cannot work says why (e.g. its Docker engine is unreachable).
+        missing += [f"{kind} worker {w.hostname}:{w.pid}: {w.problem}" for w in workers if w.kind == kind]
     return ReadyView(ready=not missing, redis="ok", workers=counts, missing=missing)
 
 

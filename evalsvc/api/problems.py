@@ -181,6 +181,7 @@ def install_handlers(app: FastAPI) -> None:
 # OpenAPI documentation of problem responses ------------------------------------------------------------
 
 _DESCRIPTIONS = {
+    400: "The body could not be decoded (bytes that are not UTF-8) (code `bad_request`).",
     401: "Missing or unknown API key (code `unauthorized`).",
     404: "No such resource for this tenant (code `not_found`).",
     413: "Body over `max_body_bytes` (`body_too_large`) or batch over `max_batch` (`batch_too_large`).",

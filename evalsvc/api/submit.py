@@ -132,6 +132,8 @@ def enqueue_new(store: JobStore, enqueuer: Enqueuer, jobs: list[Job]) -> None:
         for job in jobs:
             _abandon(store, job)
         raise
+    for job in jobs:
+        store.mark_queued(job.id)  # were the gateway to die before this, the orphan sweep queues it
 
 
 def _abandon(store: JobStore, job: Job) -> None:
@@ -139,6 +141,7 @@ def _abandon(store: JobStore, job: Job) -> None:
     msg = "the job could not be queued; submit it again"
     try:
         store.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options))
+        store.mark_queued(job.id)
     except redis.RedisError:
         log.error("job %s was stored but neither queued nor finished", job.id)
 

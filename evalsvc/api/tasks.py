@@ -30,7 +30,7 @@ router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(cur
             "description": "The same task (source and meta) was already registered.",
             **follow("get_task", "task_id"),
         },
-        **problem_responses(401, 413, 422, 429, 503),
+        **problem_responses(400, 401, 413, 422, 429, 503),
     },
 )
 def post_task(spec: TaskSpec, store: StoreDep, response: Response) -> TaskView:

@@ -21,6 +21,17 @@ class Status(StrEnum):
     INTERNAL_ERROR = "internal_error"
 
 
+class FailureKind(StrEnum):
+    """What failed, where the status alone does not say (metrics count these; the reward follows the
+    status). Absent when the candidate's own answer decided the status."""
+
+    RUNNER_DIED = "runner_died"  # the candidate's process ended without answering (crash, kill, OOM)
+    TASK_INVALID = "task_invalid"  # the task itself could not be loaded or its inputs made
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # the compile sandbox (Docker engine) was unreachable
+    JOB_ABANDONED = "job_abandoned"  # the job killed its worker on every attempt, up to max_attempts
+    WORKER_ERROR = "worker_error"  # an unexpected error of ours in the worker around the evaluation
+
+
 class TimingStats(BaseModel):
     """Robust statistics of repeated timed calls, in milliseconds."""
 
@@ -142,6 +153,7 @@ class EvaluationResult(BaseModel):
     """Everything an agent or trainer needs: the verdict, the reward and why."""
 
     status: Status
+    failure: FailureKind | None = Field(None, description="what failed, when the status alone does not say")
     correct: bool = False
     reward: float
     milestone: int | None = None

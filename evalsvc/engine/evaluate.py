@@ -17,7 +17,14 @@ from evalsvc.build.stage import Compiler
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.profiles import CandidateProfile, mark_own
-from evalsvc.core.results import CompileReport, EvaluationResult, Provenance, Speedup, Status
+from evalsvc.core.results import (
+    CompileReport,
+    EvaluationResult,
+    FailureKind,
+    Provenance,
+    Speedup,
+    Status,
+)
 from evalsvc.core.rewards import SpeedupEvidence, speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
@@ -46,7 +53,10 @@ class Evaluator:
             result = self._evaluate(task_spec, solution, artifact_key, report, options)
         except Exception as e:  # a bug of ours; the document still says what happened
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3))
-            result = failure(Status.INTERNAL_ERROR, f"internal error: {tb[-2000:]}", options, compile=report)
+            msg = f"internal error: {tb[-2000:]}"
+            result = failure(
+                Status.INTERNAL_ERROR, msg, options, compile=report, failure=FailureKind.WORKER_ERROR
+            )
         result.duration_s = time.monotonic() - start
         return result
 
@@ -61,7 +71,13 @@ class Evaluator:
         try:
             task = load_task(task_spec)
         except InvalidTask as e:
-            return failure(Status.INTERNAL_ERROR, f"invalid task: {e}", options, compile=report)
+            return failure(
+                Status.INTERNAL_ERROR,
+                f"invalid task: {e}",
+                options,
+                compile=report,
+                failure=FailureKind.TASK_INVALID,
+            )
         with tempfile.TemporaryDirectory(prefix="evalsvc-art-") as tmp:
             artifact = Path(tmp) / "artifact"
             if not self.store.fetch(artifact_key, artifact):
@@ -103,6 +119,7 @@ class Evaluator:
         ok = verdict.status is Status.OK
         return EvaluationResult(
             status=verdict.status,
+            failure=verdict.failure,
             correct=ok,
             reward=reward,
             milestone=milestone,

@@ -18,7 +18,15 @@ import torch
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.profiles import CandidateProfile, KernelTrace, Roofline, TaskWork
-from evalsvc.core.results import Correctness, Finding, Status, Timings, TimingStats, TrialCheck
+from evalsvc.core.results import (
+    Correctness,
+    FailureKind,
+    Finding,
+    Status,
+    Timings,
+    TimingStats,
+    TrialCheck,
+)
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
@@ -47,16 +55,20 @@ class Verdict:
     task_warnings: list[str] = field(default_factory=list)
     roofline: Roofline | None = None
     profile: CandidateProfile | None = None  # display-only: mostly measured in the candidate's process
+    failure: FailureKind | None = None
 
 
 class _Stop(Exception):
     """Ends an evaluation early with a verdict."""
 
-    def __init__(self, status: Status, message: str, rule: str | None = None) -> None:
+    def __init__(
+        self, status: Status, message: str, rule: str | None = None, failure: FailureKind | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.rule = rule
+        self.failure = failure
 
 
 # A kernel may beat a copy's bandwidth a little (reads alone, writes still in L2 when the timer stops);
@@ -104,7 +116,7 @@ class Judge:
             if options.profile:
                 verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
-            verdict.status, verdict.message = stop.status, stop.message
+            verdict.status, verdict.message, verdict.failure = stop.status, stop.message, stop.failure
             if stop.rule:
                 verdict.findings.append(Finding(rule=stop.rule, message=stop.message))
             return verdict
@@ -231,7 +243,7 @@ class Judge:
         except RunnerTimeout as e:
             raise _Stop(Status.TIMEOUT, f"the candidate did not finish '{msg['op']}': {e}") from None
         except RunnerDied as e:
-            raise _Stop(Status.RUNTIME_ERROR, str(e)) from None
+            raise _Stop(Status.RUNTIME_ERROR, str(e), failure=FailureKind.RUNNER_DIED) from None
         except BadMessage as e:
             raise _Stop(Status.FORBIDDEN, str(e), rule="forged_message") from None
         if not reply["ok"]:

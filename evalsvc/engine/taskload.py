@@ -71,7 +71,23 @@ def _signature(inputs: list[Any]) -> list[Any]:
     return [(tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor) else repr(a) for a in inputs]
 
 
+def _planned_bytes(task: LoadedTask) -> int | None:
+    """What get_inputs() would allocate, measured on the meta device (shapes, no memory), so a task
+    asking for 50 GB is refused before the judge tries; None when the task cannot run there."""
+    try:
+        with torch.device("meta"):
+            inputs = task.get_inputs()
+        return sum(a.numel() * a.element_size() for a in inputs if isinstance(a, torch.Tensor))
+    except Exception:
+        return None
+
+
 def _check_inputs(task: LoadedTask) -> None:
+    planned = _planned_bytes(task)
+    if planned is not None and planned > MAX_INPUT_BYTES:
+        raise InvalidTask(
+            f"get_inputs would make {planned / 1e9:.1f} GB of tensors (limit {MAX_INPUT_BYTES / 1e9:.0f} GB)"
+        )
     try:
         init = task.get_init_inputs()
         sigs = []

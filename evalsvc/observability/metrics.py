@@ -28,6 +28,10 @@ SANDBOX_FAILURES = (
     "judge_internal_error",  # the GPU worker's own error while judging
     "job_redelivered",  # a job started again after an attempt whose worker process died
     "job_abandoned",  # a job that kept killing its workers, failed after max_attempts
+    "runner_died",  # the candidate's process ended without answering (crash, kill, OOM)
+    "sandbox_unavailable",  # the compile sandbox's engine (Docker) was unreachable
+    "task_invalid",  # the task could not be loaded or its inputs made in the judge
+    "worker_error",  # an unexpected error of ours in the worker around the evaluation
 )
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 REWARD_BUCKETS = (-1, -0.5, 0, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5)
@@ -135,9 +139,8 @@ class WorkerMetrics:
         if not report.cached:
             self.observe("compile", report.duration_s)
 
-    def finished(self, job: Job, now: float | None = None, abandoned: bool = False) -> None:
-        """The job's terminal result, written by this attempt (count each job once). `abandoned`: failed
-        by the worker after max_attempts, not judged."""
+    def finished(self, job: Job, now: float | None = None) -> None:
+        """The job's terminal result, written by this attempt (count each job once)."""
         now = time.time() if now is None else now
         self.observe("end_to_end", now - job.created_at)
         result = job.result
@@ -153,7 +156,7 @@ class WorkerMetrics:
         action = "refused" if result.status is Status.FORBIDDEN else "review"
         for finding in result.findings:
             self.refusals.labels(self._rule(finding.rule), action).inc()
-        kind = "job_abandoned" if abandoned else sandbox_failure(result, self.worker_kind)
+        kind = sandbox_failure(result, self.worker_kind)
         if kind is not None:
             self.sandbox_failures.labels(kind).inc()
 
@@ -168,6 +171,8 @@ class WorkerMetrics:
 
 def sandbox_failure(result: EvaluationResult, worker_kind: str) -> str | None:
     """Which sandbox failure a result is, if any (a worker's own kind says which sandbox ran)."""
+    if result.failure is not None:
+        return result.failure.value
     if result.status is Status.TIMEOUT:
         return "compile_timeout" if worker_kind == "compile" else "runner_timeout"
     if result.status is Status.INTERNAL_ERROR:

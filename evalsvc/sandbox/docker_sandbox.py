@@ -22,6 +22,7 @@ flavour needs a local engine.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 DEFAULT_IMAGE = "evalsvc-compile:local"
 ROLE_LABEL = "evalsvc.role"
 OWNER_LABEL = "evalsvc.owner"
+OWNER_PROCESS_LABEL = "evalsvc.owner-process"  # "<pid>:<start time in clock ticks>" of the creator
 RUN_LABEL = "evalsvc.run"
 ROLE = "compile"
 SANDBOX_USER = "65532:65532"
@@ -165,9 +167,10 @@ class DockerSandbox:
     """Runs each command in a fresh container of the compile image, then removes it.
 
     `owner` must identify this worker stably across restarts (e.g. its Celery node name): it is
-    written as a label on every container so that `reap_leftovers()` can remove what a dead
-    incarnation of the same worker left. The Docker client is created on first use, so
-    constructing a sandbox does no I/O.
+    written as a label on every container, with the creating process (pid and start time), so that
+    `reap_leftovers()` can remove what dead processes of the same worker left while sibling processes
+    (a prefork pool's children share the owner) keep their running containers. The Docker client is
+    created on first use, so constructing a sandbox does no I/O.
     """
 
     name = "docker"
@@ -210,6 +213,14 @@ class DockerSandbox:
         if missing:
             raise SandboxUnavailable(f"toolchain mount sources missing on this host: {missing}")
 
+    def ping(self) -> None:
+        """The cheap part of `check()`, for health probes: the engine answers and has the image."""
+        client = self._docker()
+        with self._errors("pinging the engine"):
+            client.ping()
+        with self._errors(f"inspecting image {self.image}"):
+            client.images.get(self.image)
+
     def run(
         self, argv: list[str], mounts: list[Mount], limits: SandboxLimits, env: dict[str, str]
     ) -> SandboxRun:
@@ -225,14 +236,16 @@ class DockerSandbox:
             self._remove(container)
 
     def reap_leftovers(self) -> list[str]:
-        """Remove every container labelled with this owner; returns their ids.
+        """Remove this owner's containers whose creating process is gone; returns their ids.
 
-        Call it at worker start, before any run of this owner is in flight.
+        Safe at any time in any process of the worker: a container whose creator still runs (this
+        process, or a sibling in the same pool) is left alone.
         """
         labels: list[str] = [f"{ROLE_LABEL}={ROLE}", f"{OWNER_LABEL}={self.owner}"]
         filters: dict[str, str | list[str] | bool] = {"label": labels}
         with self._errors("listing leftover containers"):
-            leftovers = self._docker().containers.list(all=True, filters=filters)
+            found = self._docker().containers.list(all=True, filters=filters)
+        leftovers = [c for c in found if not process_alive(c.labels.get(OWNER_PROCESS_LABEL, ""))]
         for container in leftovers:
             log.warning("removing leftover compile container %s", container.short_id)
             self._remove(container)
@@ -308,6 +321,9 @@ class DockerSandbox:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: another process of this worker is removing it already
+                log.exception("could not remove compile container %s", container.short_id)
         except _DOCKER_ERRORS:
             log.exception("could not remove compile container %s", container.short_id)
 
@@ -324,7 +340,12 @@ class DockerSandbox:
             "user": SANDBOX_USER,
             "working_dir": self.working_dir,
             "environment": {**self.base_env, **env},
-            "labels": {ROLE_LABEL: ROLE, OWNER_LABEL: self.owner, RUN_LABEL: uuid.uuid4().hex},
+            "labels": {
+                ROLE_LABEL: ROLE,
+                OWNER_LABEL: self.owner,
+                OWNER_PROCESS_LABEL: process_identity(os.getpid()),
+                RUN_LABEL: uuid.uuid4().hex,
+            },
             "hostname": "sandbox",
             "network_mode": "none",
             "read_only": True,
@@ -394,6 +415,22 @@ class DockerSandbox:
                 "containers run without syscall filtering; security options: %s",
                 options or "none",
             )
+
+
+def process_identity(pid: int) -> str:
+    """`<pid>:<start time>`: names one process even after its pid is reused ("" when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # Field 22 (starttime) counted after the command name, which is in parentheses and may hold spaces.
+    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def process_alive(identity: str) -> bool:
+    """Whether the process a label names still runs (a missing or malformed label: no)."""
+    pid, _, _ = identity.partition(":")
+    return pid.isdigit() and process_identity(int(pid)) == identity
 
 
 def _docker_mount(m: Mount) -> docker.types.Mount:

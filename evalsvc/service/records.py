@@ -141,6 +141,7 @@ class WorkerInfo(BaseModel):
     pid: int
     heartbeat_at: float
     facts: DeviceFacts | None = Field(None, description="GPU workers: the device as measured at start-up")
+    problem: str | None = Field(None, description="why this worker cannot take jobs now (None: it can)")
 
 
 class ProfileRecord(BaseModel):

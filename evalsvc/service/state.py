@@ -2,7 +2,7 @@
 
 Celery only carries job ids; every state change and every result lands here. A result is written once:
 the finishing write is a Lua script that refuses a job already `done`, so a redelivered task can never
-count twice.
+count twice; creation is one script too, so concurrent retries of one request make one job.
 """
 
 from __future__ import annotations
@@ -13,19 +13,50 @@ import time
 
 import redis
 
-from evalsvc.core.results import CompileReport, EvaluationResult
+from evalsvc.core.results import CompileReport, EvaluationResult, Status
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.service.records import Job, ProfileRecord, State, TaskView, WorkerInfo
 
 P = "evalsvc:"
+UNQUEUED = P + "unqueued"  # zset: job id -> creation time, until its message is in the queue
 
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'state') == false then return -1 end
 if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
-redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', 'done')
+redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', 'done', 'internal', ARGV[3])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
 return 1
+"""
+
+# KEYS: idempotency key or '', dedup key or '', the new job's key, the tenant's in-flight counter, the set of
+# jobs not yet handed to the queue. ARGV: job id, doc, state, retention s, idempotency ttl s, job key prefix,
+# now.
+# Returns {id, 'idem' | 'dedup' | 'new'}.
+# A job that ended in our own error ('internal' set by _FINISH: it could not be queued, it was abandoned)
+# is served again neither by content nor by its Idempotency-Key: a retry gets a fresh job.
+_CREATE = """
+local prefix = ARGV[6]
+if KEYS[1] ~= '' then
+  local id = redis.call('GET', KEYS[1])
+  local live = id and redis.call('EXISTS', prefix .. id) == 1
+  if live and redis.call('HGET', prefix .. id, 'internal') ~= '1' then return {id, 'idem'} end
+end
+if KEYS[2] ~= '' then
+  local id = redis.call('GET', KEYS[2])
+  local live = id and redis.call('EXISTS', prefix .. id) == 1
+  if live and redis.call('HGET', prefix .. id, 'internal') ~= '1' then
+    if KEYS[1] ~= '' then redis.call('SET', KEYS[1], id, 'EX', tonumber(ARGV[5])) end
+    return {id, 'dedup'}
+  end
+  redis.call('SET', KEYS[2], ARGV[1], 'EX', tonumber(ARGV[4]))
+end
+if KEYS[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[5])) end
+redis.call('HSET', KEYS[3], 'doc', ARGV[2], 'state', ARGV[3])
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+redis.call('INCR', KEYS[4])
+redis.call('ZADD', KEYS[5], tonumber(ARGV[7]), ARGV[1])
+return {ARGV[1], 'new'}
 """
 
 _ADVANCE = """
@@ -49,6 +80,7 @@ class JobStore:
         self.idempotency_ttl_s = idempotency_ttl_s
         self._finish = client.register_script(_FINISH)
         self._advance = client.register_script(_ADVANCE)
+        self._create = client.register_script(_CREATE)
 
     # tasks -------------------------------------------------------------------------------------------
     def put_task(self, spec: TaskSpec) -> tuple[str, bool]:
@@ -99,28 +131,30 @@ class JobStore:
         return P + "job:" + job_id
 
     def create_job(self, job: Job, dedup_key: str | None, idempotency_key: str | None) -> tuple[Job, bool]:
-        """Store a new job, or return the existing one for the same idempotency or dedup key."""
-        if idempotency_key:
-            existing = self._claim(P + "idem:" + idempotency_key, job.id, self.idempotency_ttl_s)
-            if existing:
-                found = self.get_job(existing)
-                if found is not None:
-                    return found, True
-        if dedup_key:
-            existing = self._claim(P + "dedup:" + dedup_key, job.id, self.retention_s)
-            if existing:
-                found = self.get_job(existing)
-                if found is not None and _reusable(found):
-                    if idempotency_key:
-                        self.r.set(P + "idem:" + idempotency_key, found.id, ex=self.idempotency_ttl_s)
-                    return found, True
-                self.r.set(P + "dedup:" + dedup_key, job.id, ex=self.retention_s)
-        pipe = self.r.pipeline()
-        pipe.hset(self._job_key(job.id), mapping={"doc": job.model_dump_json(), "state": job.state.value})
-        pipe.expire(self._job_key(job.id), self.retention_s)
-        pipe.incr(P + "inflight:" + job.tenant)
-        pipe.execute()
-        return job, False
+        """Store a new job, or return the existing one for the same idempotency or dedup key.
+
+        One Lua script, so concurrent retries of one request (same Idempotency-Key, or same content)
+        can never both create a job: the check and the claim are one step.
+        """
+        idem = P + "idem:" + idempotency_key if idempotency_key else ""
+        dedup = P + "dedup:" + dedup_key if dedup_key else ""
+        keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant, UNQUEUED]
+        args = [
+            job.id,
+            job.model_dump_json(),
+            job.state.value,
+            self.retention_s,
+            self.idempotency_ttl_s,
+            self._job_key(""),
+            time.time(),
+        ]
+        raw_id, how = self._create(keys=keys, args=args)
+        if how == b"new":
+            return job, False
+        found = self.get_job(raw_id.decode())
+        if found is None:  # expired between the script and this read: store this one after all
+            return self.create_job(job, None, None)
+        return found, True
 
     def _claim(self, key: str, value: str, ttl: int) -> str | None:
         """SET NX; returns the value already there, or None when this call claimed the key."""
@@ -128,6 +162,16 @@ class JobStore:
             return None
         raw = self.r.get(key)
         return raw.decode() if raw else None
+
+    def mark_queued(self, job_id: str) -> None:
+        """The job's message is in the queue: it no longer needs the orphan sweep."""
+        self.r.zrem(UNQUEUED, job_id)
+
+    def unqueued(self, older_than_s: float, limit: int = 1000) -> list[str]:
+        """Jobs stored but not (known to be) queued for longer than `older_than_s`: their gateway died
+        between the two steps, or the queue refused the message."""
+        ids = self.r.zrangebyscore(UNQUEUED, 0, time.time() - older_than_s, start=0, num=limit)
+        return [i.decode() for i in ids]
 
     def get_job(self, job_id: str) -> Job | None:
         raw = self.r.hget(self._job_key(job_id), "doc")
@@ -158,7 +202,8 @@ class JobStore:
         if report is not None:
             job.compile_report = report
         keys = [self._job_key(job.id), P + "inflight:" + job.tenant]
-        return self._finish(keys=keys, args=[job.model_dump_json(), self.retention_s]) == 1
+        internal = "1" if job.result is not None and job.result.status is Status.INTERNAL_ERROR else "0"
+        return self._finish(keys=keys, args=[job.model_dump_json(), self.retention_s, internal]) == 1
 
     def inflight(self, tenant: str) -> int:
         return int(self.r.get(P + "inflight:" + tenant) or 0)
@@ -226,10 +271,3 @@ class JobStore:
     def idempotent_lookup(self, key: str) -> str | None:
         raw = self.r.get(P + "idem:" + key)
         return raw.decode() if raw else None
-
-
-def _reusable(job: Job) -> bool:
-    """A finished job is served again unless it ended in our own error (worth a fresh try)."""
-    return not (
-        job.state is State.DONE and job.result is not None and job.result.status.value == "internal_error"
-    )

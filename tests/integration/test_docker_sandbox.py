@@ -25,10 +25,13 @@ from docker.client import DockerClient
 from evalsvc.sandbox.base import Mount, SandboxLimits, SandboxRun, SandboxUnavailable
 from evalsvc.sandbox.docker_sandbox import (
     OWNER_LABEL,
+    OWNER_PROCESS_LABEL,
     ROLE,
     ROLE_LABEL,
     DockerSandbox,
     host_toolchain_mounts,
+    process_alive,
+    process_identity,
 )
 
 pytestmark = pytest.mark.docker
@@ -274,6 +277,33 @@ def test_reap_leftovers_removes_only_this_owners_containers(sandbox: DockerSandb
                 with contextlib.suppress(docker.errors.NotFound):
                     c.remove(force=True)
     finally:
+        client.close()
+
+
+def test_reap_leftovers_spares_containers_of_live_sibling_processes(sandbox: DockerSandbox) -> None:
+    """Prefork children share the owner name: a child starting up must not kill a sibling's build
+    (seen as "toolchain probe failed (exit 137)"); only a dead creator's containers are leftovers."""
+    dead = subprocess.Popen(["true"])
+    dead_identity = process_identity(dead.pid)
+    dead.wait()
+    assert dead_identity and not process_alive(dead_identity)
+    sibling = subprocess.Popen(["sleep", "60"])
+    client = DockerClient.from_env()
+    created = []
+    try:
+        for identity in (process_identity(sibling.pid), dead_identity):
+            labels = {ROLE_LABEL: ROLE, OWNER_LABEL: sandbox.owner, OWNER_PROCESS_LABEL: identity}
+            created.append(client.containers.create(sandbox.image, ["true"], labels=labels))
+        alive_one, dead_one = created
+        removed = sandbox.reap_leftovers()
+        assert dead_one.id in removed and alive_one.id not in removed
+        client.containers.get(str(alive_one.id))  # the live sibling's container is still there
+    finally:
+        sibling.kill()
+        sibling.wait()
+        for c in created:
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
         client.close()
 
 

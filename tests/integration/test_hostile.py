@@ -16,7 +16,7 @@ import pytest
 
 from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
-from evalsvc.core.results import Status
+from evalsvc.core.results import FailureKind, Status
 from evalsvc.settings import Settings
 from tests.corpus.reader import header
 
@@ -96,6 +96,8 @@ def test_hostile_submission(hostile_pipeline, planted: str, listener: Listener, 
     expect = header(path)["expect"]
     print(f"{path.stem}: expected {expect}, got {result.status.value}: {(result.message or '')[:120]!r}")
     assert result.status is Status(expect), result.message
+    if "failure" in header(path):  # the runner's death is typed, so metrics count it
+        assert result.failure is FailureKind(header(path)["failure"]), result
     assert result.reward == -1
     assert planted not in result.model_dump_json()
     assert not PWNED.exists()

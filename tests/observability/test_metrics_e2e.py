@@ -153,8 +153,7 @@ def traffic(stack: Stack) -> dict[str, str]:
     url = f"http://{stack.host}:{stack.port}"
     with Client(url) as client:
         task_id = client.register_task(small)
-        # One at a time: two prefork children building their first compiler at once reap each other's
-        # containers (the Docker sandbox's reap_leftovers is per worker name, not per process).
+        # One at a time: each result is checked on its own.
         out = {
             name: client.evaluate(task_id, solution, EvalOptions(**FAST), timeout=600)
             for name, solution in (

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from evalsvc.core.results import CompileReport, EvaluationResult, Finding, Status
+from evalsvc.core.results import CompileReport, EvaluationResult, FailureKind, Finding, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.observability.exporter import exposition_registry
 from evalsvc.observability.metrics import MAX_RULES, WorkerMetrics
@@ -84,12 +84,16 @@ def test_compile_side() -> None:
     m.finished(_job(timeout))
     m.finished(_job(no_gpu))  # a good build with no GPU worker to take it: not a sandbox failure
     m.finished(_job(None, kind=JobKind.COMPILE))  # a compile-only job that compiled
-    m.finished(_job(timeout), abandoned=True)
+    abandoned = EvaluationResult(status=Status.INTERNAL_ERROR, reward=-1, failure=FailureKind.JOB_ABANDONED)
+    m.finished(_job(abandoned))
+    died = EvaluationResult(status=Status.RUNTIME_ERROR, reward=-1, failure=FailureKind.RUNNER_DIED)
+    m.finished(_job(died))
     assert _value(r, "evalsvc_sandbox_failures_total", kind="compile_timeout") == 1
     assert _value(r, "evalsvc_sandbox_failures_total", kind="compile_internal_error") == 0
     assert _value(r, "evalsvc_sandbox_failures_total", kind="job_abandoned") == 1
+    assert _value(r, "evalsvc_sandbox_failures_total", kind="runner_died") == 1
     assert _value(r, "evalsvc_results_total", job_kind="compile", status="ok", milestone="none") == 1
-    assert _value(r, "evalsvc_reward_count") == 3  # compile-only jobs carry no reward
+    assert _value(r, "evalsvc_reward_count") == 4  # compile-only jobs carry no reward
 
 
 def test_redelivery_and_rule_labels_are_bounded() -> None:

@@ -1,5 +1,6 @@
 # trick: os._exit in forward to end the process before the verdict
 # expect: runtime_error
+# failure: runner_died
 # device: any
 import torch
 import torch.nn as nn

@@ -1,5 +1,6 @@
 # trick: crash itself with SIGSEGV
 # expect: runtime_error
+# failure: runner_died
 # device: any
 import torch
 import torch.nn as nn

@@ -1,0 +1,154 @@
+"""Workers die: a job in flight is finished exactly once, within the bounded number of attempts, and a
+job that kills its worker every time ends with a final status without blocking the queue."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from bench.live_stack import LiveStack, wait_for
+from tests.reliability.conftest import (
+    MAX_ATTEMPTS,
+    REDELIVERY_S,
+    assert_never_rewritten,
+    submit,
+    wait_done,
+)
+
+pytestmark = pytest.mark.docker
+
+# A task whose reference kills the process judging it (the GPU worker itself) on every evaluation.
+WORKER_KILLER = """\
+import os
+import signal
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        os.kill(os.getpid(), signal.SIGKILL)
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(64, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def job_doc(stack: LiveStack, job_id: str) -> dict:
+    client = stack.redis()
+    try:
+        raw = client.hget(f"evalsvc:job:{job_id}", "doc")
+    finally:
+        client.close()
+    return json.loads(raw) if raw else {}
+
+
+def wait_started(stack: LiveStack, job_id: str, timeout: float = 240) -> None:
+    """Until the device worker has begun this job (its attempt is counted, it is `running`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = job_doc(stack, job_id)
+        if doc.get("state") == "running" and doc.get("attempts", 0) >= 1:
+            return
+        assert doc.get("state") != "done", doc
+        time.sleep(0.05)
+    raise AssertionError(f"{job_id} never started")
+
+
+class Supervisor(threading.Thread):
+    """What systemd or Kubernetes does for a worker: start it again when it dies."""
+
+    def __init__(self, stack: LiveStack, name: str) -> None:
+        super().__init__(daemon=True)
+        self.stack, self.name, self.restarts = stack, name, 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.5):
+            if not self.stack.alive(self.name):
+                self.restarts += 1
+                self.stack.start(self.name)
+
+
+def test_worker_killed_mid_evaluation_finishes_the_job_once(stack: LiveStack, task_id: str) -> None:
+    r = submit(stack, task_id, 1, timing_budget_s=3.0)  # long enough to be killed in the middle
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    wait_started(stack, job_id)
+    time.sleep(0.5)
+    stack.kill("cpu-a", signal.SIGKILL)  # the worker, its runner and everything in its session
+    assert job_doc(stack, job_id)["state"] == "running"
+    stack.start("cpu-a")
+    view = wait_done(stack, job_id, timeout=REDELIVERY_S + 240)
+    assert view["status"] == "ok", view
+    assert view["attempts"] == 2  # the killed delivery and the one that finished
+    assert view["result"]["provenance"]["worker"] == "cpu-a"
+
+
+def test_job_killing_its_worker_every_time_ends_and_does_not_block(stack: LiveStack, task_id: str) -> None:
+    r = httpx.post(stack.url + "/v1/tasks", json={"source": WORKER_KILLER, "name": "killer"}, timeout=10)
+    assert r.status_code in (200, 201), r.text
+    killer = submit(stack, r.json()["id"], 2)
+    assert killer.status_code == 202, killer.text
+    behind = submit(stack, task_id, 3)  # queued behind it on the same device worker
+    assert behind.status_code == 202, behind.text
+    supervisor = Supervisor(stack, "cpu-a")
+    supervisor.start()
+    try:
+        dead = wait_done(stack, killer.json()["id"], timeout=(MAX_ATTEMPTS + 1) * (REDELIVERY_S + 120))
+        fine = wait_done(stack, behind.json()["id"], timeout=240)
+    finally:
+        supervisor.halt.set()
+        supervisor.join()
+    assert dead["status"] == "internal_error", dead
+    assert dead["result"]["failure"] == "job_abandoned"
+    assert dead["attempts"] == MAX_ATTEMPTS + 1
+    assert supervisor.restarts >= MAX_ATTEMPTS
+    assert fine["status"] == "ok", fine
+    stack.wait_worker("cpu-a")
+
+
+def test_worker_restarted_with_jobs_in_flight_gives_no_duplicates(stack: LiveStack, task_id: str) -> None:
+    """A gentle restart (SIGTERM: Celery's warm shutdown) of the device worker and a hard one (SIGKILL)
+    of the compile worker while a batch is in flight: every job ends once."""
+    ids = [submit(stack, task_id, 100 + i, timing_budget_s=0.5).json()["id"] for i in range(4)]
+    wait_started(stack, ids[0])
+    stack.kill("compile", signal.SIGKILL)
+    stack.restart("cpu-a", signal.SIGTERM)
+    stack.start("compile")
+    views = [wait_done(stack, i, timeout=REDELIVERY_S + 300) for i in ids]
+    assert [v["status"] for v in views] == ["ok"] * len(ids), views
+    assert all(1 <= v["attempts"] <= MAX_ATTEMPTS for v in views), [v["attempts"] for v in views]
+
+
+def test_device_worker_away_longer_than_its_heartbeat(stack: LiveStack, task_id: str) -> None:
+    """Jobs compiled while no device worker is alive wait for one (route_wait_s) instead of failing."""
+    stack.kill("cpu-a")
+    time.sleep(16)  # past the heartbeat's 15 s lifetime: no live device worker is known
+    waits_before = stack.log("compile", limit=10**7).count("no live GPU worker")
+    r = submit(stack, task_id, 200)
+    assert r.status_code == 202, r.text
+    wait_for(
+        lambda: stack.log("compile", limit=10**7).count("no live GPU worker") > waits_before,
+        300,
+        "the compile worker to wait for a device worker",
+    )
+    stack.start("cpu-a")
+    view = wait_done(stack, r.json()["id"], timeout=240)
+    assert view["status"] == "ok", view
+
+
+def test_no_result_was_written_twice(stack: LiveStack) -> None:
+    assert_never_rewritten(stack)
