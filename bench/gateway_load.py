@@ -6,7 +6,9 @@ at fixed rates, and the time to accept batches of 512, against the real gateway 
 
 Every request is a distinct submission (the Lua script numbers each solution), so none is answered from
 the duplicate cache. No workers run: this measures accepting, not evaluating. The per-key rate limit is
-off (it would cap one key at 50/s); everything else is the gateway's default configuration. `wrk` paces
+off (it would cap one key at 50/s) and so is the tenant's in-flight quota (nothing drains the queue in
+this benchmark, so one tenant's jobs pile up past the default 8,192); everything else is the gateway's
+default configuration. `wrk` paces
 each connection with a fixed delay, so a rate is approximate; the achieved rate is reported. Rate 0 is
 an unpaced run: the gateway's ceiling on this machine, with the load generator on the same cores.
 """
@@ -157,6 +159,7 @@ def main() -> int:
             "EVALSVC_DATA_DIR": str(data),
             "EVALSVC_API_KEYS": json.dumps({"bench-key": "bench"}),
             "EVALSVC_RATE_LIMIT_PER_S": "0",
+            "EVALSVC_MAX_INFLIGHT_PER_TENANT": "1000000",  # nothing drains the queue here
             "EVALSVC_LOG_LEVEL": "WARNING",
         }
         log = open(data / "logs" / "gateway.log", "ab")  # noqa: SIM115 - closed with the process
