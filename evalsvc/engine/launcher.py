@@ -127,6 +127,12 @@ class RunnerLauncher:
         if self.keep_spare and self._spare is None:
             self._spare = self._spawn()
 
+    def close(self) -> None:
+        """Stop the spare runner and remove its scratch directory (worker shutdown, tests)."""
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
+
     def _spawn(self) -> RunnerHandle:
         scratch = Path(tempfile.mkdtemp(prefix="evalsvc-run-", dir=self.scratch_root))
         parent, child = self._ctx.Pipe(duplex=True)

@@ -120,6 +120,7 @@ def test_path_traversal_in_file_names_is_refused() -> None:
 
 
 def test_no_root_owned_leftovers_in_scratch(hostile_pipeline, cpu_settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    hostile_pipeline.evaluator.judge.launcher.close()  # the spare runner's scratch is in use, not left over
     before = hostile_pipeline.scratch_before
     leftovers = [p for p in cpu_settings.scratch_dir.glob("evalsvc-run-*") if p.exists() and p not in before]
     assert leftovers == [], leftovers
