@@ -39,7 +39,7 @@ def list_suites(pools: PoolsDep) -> list[SuiteSummary]:
     response_model=SuiteSummary,
     responses={
         200: {"model": SuiteSummary, "description": "The latest version already holds this set: unchanged."},
-        **problem_responses(401, 413, 422, 429, 503),
+        **problem_responses(400, 401, 413, 422, 429, 503),
     },
 )
 def create_suite(body: CreateSuite, store: StoreDep, pools: PoolsDep, response: Response) -> SuiteSummary:
