@@ -30,7 +30,7 @@ from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.device_info import device_name, nvml_snapshot
 from evalsvc.engine.judge import Judge, Verdict
-from evalsvc.engine.taskload import load_task
+from evalsvc.engine.taskload import LoadedTask, load_task
 from evalsvc.store.artifacts import ArtifactStore
 
 
@@ -39,6 +39,15 @@ class Evaluator:
         self.judge = judge
         self.store = store
         self.worker = worker
+        self._tasks: dict[str, LoadedTask] = {}  # by content hash: loaded and checked once per worker
+
+    def _load(self, spec: TaskSpec) -> LoadedTask:
+        """The task module run and its inputs checked once, not on every evaluation of the task."""
+        if spec.id not in self._tasks:
+            if len(self._tasks) >= 256:
+                self._tasks.pop(next(iter(self._tasks)))
+            self._tasks[spec.id] = load_task(spec)
+        return self._tasks[spec.id]
 
     def evaluate(
         self,
@@ -69,7 +78,7 @@ class Evaluator:
         options: EvalOptions,
     ) -> EvaluationResult:
         try:
-            task = load_task(task_spec)
+            task = self._load(task_spec)
         except InvalidTask as e:
             return failure(
                 Status.INTERNAL_ERROR,
