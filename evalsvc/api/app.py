@@ -94,7 +94,8 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
                 "!!! AUTHENTICATION IS OFF: EVALSVC_API_KEYS is empty, every caller is tenant 'anonymous'. "
                 'Set EVALSVC_API_KEYS=\'{"<key>": "<tenant>"}\' anywhere but a trusted dev machine. !!!'
             )
-        sweeper = asyncio.create_task(sweep_forever(app.state.store, app.state.enqueuer))
+        sweep = sweep_forever(app.state.store, app.state.enqueuer, settings.redelivery_after_s)
+        sweeper = asyncio.create_task(sweep)
         try:
             yield
         finally:

@@ -28,7 +28,7 @@ from evalsvc.api.submit import (
     request_fingerprint,
     resolve_task,
     scoped_key,
-    store_job,
+    store_jobs,
 )
 from evalsvc.api.views import batch_view
 from evalsvc.service.records import BatchRequest, BatchView, EvaluationRequest, Job, State
@@ -67,16 +67,16 @@ def submit_batch(
     check_backpressure(store, settings)
     check_quota(store, settings, tenant, n)
     task_ids = _resolve_all(store, body.evaluations)
-    jobs: list[Job] = []
-    fresh: list[Job] = []
-    for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True)):
-        item_key = f"{key}#{i}" if key else None  # a retried batch finds the jobs it already made
-        job, existed = store_job(store, evaluation_job(tenant, req, task_id), fp, item_key)
+    items = [
+        # a retried batch finds the jobs it already made by the item keys
+        (evaluation_job(tenant, req, task_id), fp, f"{key}#{i}" if key else None)
+        for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True))
+    ]
+    stored = store_jobs(store, items)
+    jobs: list[Job] = [job for job, _ in stored]
+    for _, existed in stored:
         metrics.submitted("batch_item", existed)
-        jobs.append(job)
-        if not existed:
-            fresh.append(job)
-    enqueue_new(store, enqueuer, fresh)
+    enqueue_new(store, enqueuer, [job for job, existed in stored if not existed])
     batch_id, existed = store.create_batch([j.id for j in jobs], idempotency_key=key)
     if existed:  # a concurrent request with the same key won the race; answer with its batch
         jobs = owned_batch(store, batch_id, tenant)

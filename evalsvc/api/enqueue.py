@@ -44,7 +44,8 @@ class CeleryEnqueuer:
         self.celery.send_task(PROFILE_TASK, args=[task_id, device_class], queue=queue)
 
     def enqueue_many(self, job_ids: list[str]) -> None:
-        with self.celery.producer_or_acquire() as producer:  # one pooled connection, not one per job
+        # One pooled connection, and Kombu's publish batch: the pushes go in pipelines, not one trip each.
+        with self.celery.producer_or_acquire() as producer, producer.batch():
             for job_id in job_ids:
                 self.celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE, producer=producer)
 

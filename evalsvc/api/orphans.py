@@ -1,8 +1,14 @@
-"""The orphan sweep: a job stored but never queued (its gateway died between the two steps) is queued.
+"""The gateway's sweeps for jobs whose message is gone: an accepted submission must get an answer.
 
-Without it such a job stays `queued` forever, and a client retrying with the same Idempotency-Key (or
-the same content) is handed that job again: an accepted submission that is never answered. A job queued
-twice is harmless (the workers skip finished jobs; a result is written once).
+- Orphans: a job stored but never queued (its gateway died between the two steps). Without the sweep it
+  stays `queued` forever, and a client retrying with the same Idempotency-Key (or the same content) is
+  handed that job again.
+- Stalled jobs: no state change for `redelivery_after_s` while the queue it waits in is empty. The
+  broker lost its message: Kombu's Redis transport pops a message (BRPOP) before it records it as
+  unacked, so a Redis restart between the two drops it (seen as one job in a batch of four never
+  finishing after a restart). The job is sent to its compile stage again; a cached build routes it on.
+
+A job queued twice is harmless: the workers skip finished jobs and a result is written once.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from kombu.exceptions import OperationalError
 from evalsvc.api.enqueue import Enqueuer
 from evalsvc.service.records import State
 from evalsvc.service.state import JobStore
+from workers.celery_app import COMPILE_QUEUE
 
 log = logging.getLogger("evalsvc.api")
 
@@ -38,11 +45,34 @@ def requeue_orphans(store: JobStore, enqueuer: Enqueuer, grace_s: float = GRACE_
     return queued
 
 
-async def sweep_forever(store: JobStore, enqueuer: Enqueuer, every_s: float = SWEEP_EVERY_S) -> None:
+def requeue_stalled(store: JobStore, enqueuer: Enqueuer, after_s: float) -> list[str]:
+    """Send again the jobs without progress for `after_s` whose queue is empty; the ids sent.
+
+    A job behind others in a non-empty queue may just be waiting, so it is left until the queue drains.
+    A job running longer than `after_s` is sent again too, as the broker itself redelivers it then."""
+    sent = []
+    for job_id in store.stalled(after_s):
+        job = store.get_job(job_id)
+        if job is not None and job.state is not State.DONE:
+            queue = job.queue if job.state is State.RUNNING and job.queue else COMPILE_QUEUE
+            if store.queue_depth(queue) > 0:
+                continue
+            enqueuer.enqueue(job_id)
+            sent.append(job_id)
+        store.touch(job_id)
+    if sent:
+        log.warning("sent %d stalled job(s) again (their message was lost): %s", len(sent), sent[:10])
+    return sent
+
+
+async def sweep_forever(
+    store: JobStore, enqueuer: Enqueuer, stall_after_s: float, every_s: float = SWEEP_EVERY_S
+) -> None:
     """The gateway's background loop (every gateway process runs one; duplicates are harmless)."""
     while True:
         await anyio.sleep(every_s)
         try:
             await to_thread.run_sync(requeue_orphans, store, enqueuer)
+            await to_thread.run_sync(requeue_stalled, store, enqueuer, stall_after_s)
         except (redis.RedisError, OperationalError) as e:
-            log.warning("orphan sweep skipped: %s", e)
+            log.warning("sweep skipped: %s", e)

@@ -115,10 +115,16 @@ def submit(
 
 def store_job(store: JobStore, job: Job, dedup_key: str, idempotency_key: str | None) -> tuple[Job, bool]:
     """Store the job, or find the one it duplicates (True); not queued yet."""
-    stored, existed = store.create_job(job, dedup_key=dedup_key, idempotency_key=idempotency_key)
-    if existed and job_fingerprint(stored) != dedup_key:  # found by its Idempotency-Key, not its content
-        raise key_reused()
-    return stored, existed
+    return store_jobs(store, [(job, dedup_key, idempotency_key)])[0]
+
+
+def store_jobs(store: JobStore, items: list[tuple[Job, str, str | None]]) -> list[tuple[Job, bool]]:
+    """`store_job` for many (job, dedup key, idempotency key) in one round trip."""
+    stored = store.create_jobs(list(items))
+    for (_, dedup_key, _), (job, existed) in zip(items, stored, strict=True):
+        if existed and job_fingerprint(job) != dedup_key:  # found by its Idempotency-Key, not its content
+            raise key_reused()
+    return stored
 
 
 def enqueue_new(store: JobStore, enqueuer: Enqueuer, jobs: list[Job]) -> None:
@@ -132,8 +138,7 @@ def enqueue_new(store: JobStore, enqueuer: Enqueuer, jobs: list[Job]) -> None:
         for job in jobs:
             _abandon(store, job)
         raise
-    for job in jobs:
-        store.mark_queued(job.id)  # were the gateway to die before this, the orphan sweep queues it
+    store.mark_queued(*(job.id for job in jobs))  # were the gateway to die before this, the sweep queues them
 
 
 def _abandon(store: JobStore, job: Job) -> None:

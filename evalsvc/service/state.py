@@ -19,6 +19,7 @@ from evalsvc.service.records import Job, ProfileRecord, State, TaskView, WorkerI
 
 P = "evalsvc:"
 UNQUEUED = P + "unqueued"  # zset: job id -> creation time, until its message is in the queue
+PROGRESS = P + "progress"  # zset: job id -> time of its last state change, until it is done
 
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'state') == false then return -1 end
@@ -26,12 +27,13 @@ if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', 'done', 'internal', ARGV[3])
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
+redis.call('ZREM', KEYS[3], ARGV[4])
 return 1
 """
 
 # KEYS: idempotency key or '', dedup key or '', the new job's key, the tenant's in-flight counter, the set of
-# jobs not yet handed to the queue. ARGV: job id, doc, state, retention s, idempotency ttl s, job key prefix,
-# now.
+# jobs not yet handed to the queue, the progress index. ARGV: job id, doc, state, retention s, idempotency
+# ttl s, job key prefix, now.
 # Returns {id, 'idem' | 'dedup' | 'new'}.
 # A job that ended in our own error ('internal' set by _FINISH: it could not be queued, it was abandoned)
 # is served again neither by content nor by its Idempotency-Key: a retry gets a fresh job.
@@ -56,6 +58,7 @@ redis.call('HSET', KEYS[3], 'doc', ARGV[2], 'state', ARGV[3])
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
 redis.call('INCR', KEYS[4])
 redis.call('ZADD', KEYS[5], tonumber(ARGV[7]), ARGV[1])
+redis.call('ZADD', KEYS[6], tonumber(ARGV[7]), ARGV[1])
 return {ARGV[1], 'new'}
 """
 
@@ -63,6 +66,7 @@ _ADVANCE = """
 local s = redis.call('HGET', KEYS[1], 'state')
 if s == false or s == 'done' then return 0 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]), ARGV[4])
 return 1
 """
 
@@ -136,25 +140,31 @@ class JobStore:
         One Lua script, so concurrent retries of one request (same Idempotency-Key, or same content)
         can never both create a job: the check and the claim are one step.
         """
-        idem = P + "idem:" + idempotency_key if idempotency_key else ""
-        dedup = P + "dedup:" + dedup_key if dedup_key else ""
-        keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant, UNQUEUED]
-        args = [
-            job.id,
-            job.model_dump_json(),
-            job.state.value,
-            self.retention_s,
-            self.idempotency_ttl_s,
-            self._job_key(""),
-            time.time(),
-        ]
-        raw_id, how = self._create(keys=keys, args=args)
-        if how == b"new":
-            return job, False
-        found = self.get_job(raw_id.decode())
-        if found is None:  # expired between the script and this read: store this one after all
-            return self.create_job(job, None, None)
-        return found, True
+        return self.create_jobs([(job, dedup_key, idempotency_key)])[0]
+
+    def create_jobs(self, items: list[tuple[Job, str | None, str | None]]) -> list[tuple[Job, bool]]:
+        """`create_job` for many (job, dedup key, idempotency key) at once: one round trip for all
+        (a pipeline of the same script, each call still atomic), so a batch of 512 is not 512 trips."""
+        pipe = self.r.pipeline(transaction=False)
+        now = time.time()
+        for job, dedup_key, idempotency_key in items:
+            idem = P + "idem:" + idempotency_key if idempotency_key else ""
+            dedup = P + "dedup:" + dedup_key if dedup_key else ""
+            keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant, UNQUEUED, PROGRESS]
+            doc, ttls = job.model_dump_json(), (self.retention_s, self.idempotency_ttl_s)
+            args = [job.id, doc, job.state.value, *ttls, self._job_key(""), now]
+            self._create(keys=keys, args=args, client=pipe)
+        out = []
+        for (job, _, _), (raw_id, how) in zip(items, pipe.execute(), strict=True):
+            if how == b"new":
+                out.append((job, False))
+                continue
+            found = self.get_job(raw_id.decode())
+            if found is None:  # expired between the script and this read: store this one after all
+                out.append(self.create_job(job, None, None))
+            else:
+                out.append((found, True))
+        return out
 
     def _claim(self, key: str, value: str, ttl: int) -> str | None:
         """SET NX; returns the value already there, or None when this call claimed the key."""
@@ -163,15 +173,30 @@ class JobStore:
         raw = self.r.get(key)
         return raw.decode() if raw else None
 
-    def mark_queued(self, job_id: str) -> None:
-        """The job's message is in the queue: it no longer needs the orphan sweep."""
-        self.r.zrem(UNQUEUED, job_id)
+    def mark_queued(self, *job_ids: str) -> None:
+        """The jobs' messages are in the queue: they no longer need the orphan sweep."""
+        if job_ids:
+            self.r.zrem(UNQUEUED, *job_ids)
 
     def unqueued(self, older_than_s: float, limit: int = 1000) -> list[str]:
         """Jobs stored but not (known to be) queued for longer than `older_than_s`: their gateway died
         between the two steps, or the queue refused the message."""
         ids = self.r.zrangebyscore(UNQUEUED, 0, time.time() - older_than_s, start=0, num=limit)
         return [i.decode() for i in ids]
+
+    def stalled(self, older_than_s: float, limit: int = 1000) -> list[str]:
+        """Jobs not done whose state has not changed for `older_than_s` (oldest first)."""
+        ids = self.r.zrangebyscore(PROGRESS, 0, time.time() - older_than_s, start=0, num=limit)
+        return [i.decode() for i in ids]
+
+    def touch(self, job_id: str) -> None:
+        """Count now as the job's last progress (its message was sent again), or forget a finished or
+        expired job."""
+        job = self.get_job(job_id)
+        if job is None or job.state is State.DONE:
+            self.r.zrem(PROGRESS, job_id)
+        else:
+            self.r.zadd(PROGRESS, {job_id: time.time()})
 
     def get_job(self, job_id: str) -> Job | None:
         raw = self.r.hget(self._job_key(job_id), "doc")
@@ -181,7 +206,9 @@ class JobStore:
         """Move a job that is not done yet to `state` (and save its other fields)."""
         job.state = state
         job.updated_at = time.time()
-        return bool(self._advance(keys=[self._job_key(job.id)], args=[job.model_dump_json(), state.value]))
+        keys = [self._job_key(job.id), PROGRESS]
+        args = [job.model_dump_json(), state.value, job.updated_at, job.id]
+        return bool(self._advance(keys=keys, args=args))
 
     def bump_attempts(self, job_id: str) -> int:
         job = self.get_job(job_id)
@@ -201,9 +228,10 @@ class JobStore:
             job.result = result
         if report is not None:
             job.compile_report = report
-        keys = [self._job_key(job.id), P + "inflight:" + job.tenant]
+        keys = [self._job_key(job.id), P + "inflight:" + job.tenant, PROGRESS]
         internal = "1" if job.result is not None and job.result.status is Status.INTERNAL_ERROR else "0"
-        return self._finish(keys=keys, args=[job.model_dump_json(), self.retention_s, internal]) == 1
+        args = [job.model_dump_json(), self.retention_s, internal, job.id]
+        return self._finish(keys=keys, args=args) == 1
 
     def inflight(self, tenant: str) -> int:
         return int(self.r.get(P + "inflight:" + tenant) or 0)

@@ -54,6 +54,24 @@ print(json.dumps(r.json()['id']))
     assert args == [job_id]
 
 
+def test_a_batch_is_published_in_order_in_pipelines(redis_url: str) -> None:
+    """enqueue_many publishes through Kombu's batch (pipelined pushes): every message arrives, in order,
+    as Celery's own message that a worker would run, also past one pipeline's size."""
+    enqueuer = CeleryEnqueuer.from_settings(Settings(redis_url=redis_url))
+    client = redis.Redis.from_url(redis_url)
+    ids = [f"e_{i:04d}" for i in range(300)]
+    try:
+        client.delete("compile")
+        enqueuer.enqueue_many(ids)
+        raw = client.lrange("compile", 0, -1)
+    finally:
+        client.close()
+        enqueuer.close()
+    messages = [json.loads(m) for m in reversed(raw)]  # LPUSH: the first sent is the last in the list
+    assert [m["headers"]["task"] for m in messages] == ["evalsvc.compile"] * len(ids)
+    assert [json.loads(base64.b64decode(m["body"]))[0] for m in messages] == [[i] for i in ids]
+
+
 def test_unreachable_broker_is_503_and_frees_the_job(redis_url: str) -> None:
     """Store up, broker down: the job is finished as our own error (no quota held, no dedup) and 503."""
     settings = Settings(redis_url=redis_url, api_keys=KEYS, rate_limit_per_s=0)

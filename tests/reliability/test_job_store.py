@@ -8,12 +8,13 @@ import time
 import redis
 
 from evalsvc.api.enqueue import RecordingEnqueuer
-from evalsvc.api.orphans import requeue_orphans
+from evalsvc.api.orphans import requeue_orphans, requeue_stalled
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.service.records import Job, JobKind, State
-from evalsvc.service.state import JobStore
+from evalsvc.service.state import PROGRESS, JobStore
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
+from workers.celery_app import COMPILE_QUEUE
 
 ROUNDS, CLIENTS = 200, 8
 
@@ -71,6 +72,39 @@ def test_a_job_stored_but_never_queued_is_swept_into_the_queue(redis_url: str) -
     assert requeue_orphans(store, enqueuer, grace_s=0) == ["e_orphan"]
     assert requeue_orphans(store, enqueuer, grace_s=0) == []
     assert enqueuer.job_ids == ["e_orphan"]
+    client.close()
+
+
+def test_a_job_whose_message_was_lost_is_sent_again_once_its_queue_is_empty(
+    redis_url: str,  # noqa: F811
+) -> None:
+    """Kombu pops a message before it records it as unacked: a Redis restart in between loses it, and
+    the job (seen: 1 of 4 after a restart) never finishes. The stall sweep sends it again, but only when
+    its queue is empty (else it may still be waiting there), and only once per stall period."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    enqueuer = RecordingEnqueuer()
+    lost, _ = store.create_job(_job("e_lost"), dedup_key="d-lost", idempotency_key=None)
+    routed, _ = store.create_job(_job("e_routed"), dedup_key="d-routed", idempotency_key=None)
+    routed.queue = "gpu.test-worker"
+    store.advance(routed, State.RUNNING)
+    finished, _ = store.create_job(_job("e_done"), dedup_key="d-done", idempotency_key=None)
+    store.finish(finished, EvaluationResult(status=Status.FORBIDDEN, reward=-1))
+    assert client.zscore(PROGRESS, "e_done") is None  # a finished job leaves the index
+
+    assert requeue_stalled(store, enqueuer, after_s=60) == []  # progress within the period
+    client.rpush(COMPILE_QUEUE, b"someone else's message")
+    client.rpush("gpu.test-worker", b"someone else's message")
+    assert requeue_stalled(store, enqueuer, after_s=0) == []  # both may still be waiting in line
+    client.delete(COMPILE_QUEUE)
+    assert requeue_stalled(store, enqueuer, after_s=0) == ["e_lost"]
+    assert requeue_stalled(store, enqueuer, after_s=60) == []  # sent again counts as progress
+    client.delete("gpu.test-worker")
+    assert sorted(requeue_stalled(store, enqueuer, after_s=0)) == ["e_lost", "e_routed"]
+    assert sorted(enqueuer.job_ids) == ["e_lost", "e_lost", "e_routed"]
+    store.finish(lost, EvaluationResult(status=Status.FORBIDDEN, reward=-1))
+    store.finish(routed, EvaluationResult(status=Status.FORBIDDEN, reward=-1))
+    assert requeue_stalled(store, enqueuer, after_s=0) == [] and client.zcard(PROGRESS) == 0
     client.close()
 
 

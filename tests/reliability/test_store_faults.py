@@ -16,10 +16,6 @@ from tests.reliability.conftest import assert_never_rewritten, options, small_re
 pytestmark = pytest.mark.docker
 
 
-# Known flaky: in one full-suite run (2026-12-03, clean clone, `.ci/run`) one of the batch's four jobs was
-# not done 300 s after the restart; alone it passes (64 s). Cause not found yet: one rerun, so a job lost
-# every time still fails, while the investigation stays open (docs/reliability.md).
-@pytest.mark.flaky(reruns=1)
 def test_redis_restart_during_a_batch(stack: LiveStack, task_id: str) -> None:
     _, sol = small_relu()
     items = [
