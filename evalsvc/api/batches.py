@@ -15,7 +15,7 @@ from evalsvc.api.deps import (
     WaitQuery,
     current_principal,
 )
-from evalsvc.api.limits import check_backpressure, check_quota
+from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_batch
 from evalsvc.api.polling import poll_until
@@ -25,6 +25,7 @@ from evalsvc.api.submit import (
     evaluation_job,
     job_fingerprint,
     key_reused,
+    referenced_tasks,
     request_fingerprint,
     resolve_task,
     scoped_key,
@@ -64,9 +65,8 @@ def submit_batch(
     earlier = _replayed(store, key, fps, tenant)
     if earlier is not None:
         return earlier
-    check_backpressure(store, settings)
-    check_quota(store, settings, tenant, n)
-    task_ids = _resolve_all(store, body.evaluations)
+    missing = admit(store, settings, tenant, n, referenced_tasks(body.evaluations))
+    task_ids = _resolve_all(store, body.evaluations, missing)
     items = [
         # a retried batch finds the jobs it already made by the item keys
         (evaluation_job(tenant, req, task_id), fp, f"{key}#{i}" if key else None)
@@ -111,14 +111,14 @@ def _all_done(jobs: list[Job]) -> bool:
     return all(j.state is State.DONE for j in jobs)
 
 
-def _resolve_all(store: JobStore, requests: list[EvaluationRequest]) -> list[str]:
+def _resolve_all(store: JobStore, requests: list[EvaluationRequest], missing: set[str]) -> list[str]:
     """Task ids for every item (each distinct task checked once); the first bad item is named."""
     seen: dict[str, str] = {}
     out = []
     for i, req in enumerate(requests):
         ref = req.task.id if req.task is not None else f"id:{req.task_id}"
         if ref not in seen:
-            seen[ref] = resolve_task(store, req, where=f"evaluations[{i}].task_id")
+            seen[ref] = resolve_task(store, req, missing, where=f"evaluations[{i}].task_id")
         out.append(seen[ref])
     return out
 

@@ -19,7 +19,7 @@ from evalsvc.api.deps import (
     wait_query,
 )
 from evalsvc.api.enqueue import Enqueuer
-from evalsvc.api.limits import check_backpressure, check_quota
+from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_job
 from evalsvc.api.metrics import Metrics
@@ -118,8 +118,7 @@ def _create(
     job = replayed(store, key, fp)
     if job is not None:
         return job
-    check_backpressure(store, settings)
-    check_quota(store, settings, tenant, 1)
+    admit(store, settings, tenant, 1)
     job, existed = submit(store, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
     metrics.submitted("compile", existed)
     return job

@@ -17,12 +17,20 @@ from evalsvc.api.deps import (
     WaitQuery,
     current_principal,
 )
-from evalsvc.api.limits import check_backpressure, check_quota
+from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_job
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import problem_responses
-from evalsvc.api.submit import evaluation_job, replayed, request_fingerprint, resolve_task, scoped_key, submit
+from evalsvc.api.submit import (
+    evaluation_job,
+    referenced_tasks,
+    replayed,
+    request_fingerprint,
+    resolve_task,
+    scoped_key,
+    submit,
+)
 from evalsvc.render import render_result
 from evalsvc.service.records import EvaluationRequest, EvaluationView, Job, JobKind, State
 
@@ -56,9 +64,8 @@ def submit_evaluation(
     job = replayed(store, key, fp)
     existed = False  # a replay answers as the original did: about the same job
     if job is None:
-        check_backpressure(store, settings)
-        check_quota(store, settings, tenant, 1)
-        task_id = resolve_task(store, body)
+        missing = admit(store, settings, tenant, 1, referenced_tasks([body]))
+        task_id = resolve_task(store, body, missing)
         job, existed = submit(store, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
         metrics.submitted("evaluation", existed)
     response.headers["Location"] = f"/v1/evaluations/{job.id}"

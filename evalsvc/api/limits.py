@@ -54,9 +54,13 @@ class RateLimiter:
             )
 
 
-def check_backpressure(store: JobStore, settings: Settings) -> None:
-    """Refuse new work while the compile queue is at its bound: the service is saturated, not the caller."""
-    depth = store.queue_depth(COMPILE_QUEUE)
+def admit(
+    store: JobStore, settings: Settings, tenant: str, new_jobs: int, task_ids: list[str] | None = None
+) -> set[str]:
+    """Refuse new work while the compile queue is at its bound (503: the service is saturated, not the
+    caller) or past the tenant's `max_inflight_per_tenant` unfinished jobs (429). Returns which of
+    `task_ids` are unknown (the caller says where they were named): all in one round trip."""
+    depth, inflight, missing = store.admission_facts(COMPILE_QUEUE, tenant, task_ids or [])
     if depth >= settings.max_queue_depth:
         raise ProblemError(
             503,
@@ -64,11 +68,6 @@ def check_backpressure(store: JobStore, settings: Settings) -> None:
             f"the compile queue holds {depth} jobs (bound {settings.max_queue_depth}); retry later",
             headers=retry_after(BACKPRESSURE_RETRY_AFTER_S),
         )
-
-
-def check_quota(store: JobStore, settings: Settings, tenant: str, new_jobs: int) -> None:
-    """One tenant may not hold more than `max_inflight_per_tenant` unfinished jobs."""
-    inflight = store.inflight(tenant)
     if inflight + new_jobs > settings.max_inflight_per_tenant:
         raise ProblemError(
             429,
@@ -77,3 +76,4 @@ def check_quota(store: JobStore, settings: Settings, tenant: str, new_jobs: int)
             f"{settings.max_inflight_per_tenant}",
             headers=retry_after(QUOTA_RETRY_AFTER_S),
         )
+    return set(missing)

@@ -67,12 +67,18 @@ def register_task(store: JobStore, spec: TaskSpec) -> tuple[str, bool]:
     return store.put_task(spec)
 
 
-def resolve_task(store: JobStore, req: EvaluationRequest, where: str = "task_id") -> str:
-    """The id of the request's task; inline tasks are registered first, unknown ids are a 422."""
+def referenced_tasks(requests: list[EvaluationRequest]) -> list[str]:
+    """The task ids the requests name (not their inline tasks), each once."""
+    return list(dict.fromkeys(r.task_id for r in requests if r.task is None and r.task_id is not None))
+
+
+def resolve_task(store: JobStore, req: EvaluationRequest, missing: set[str], where: str = "task_id") -> str:
+    """The id of the request's task; inline tasks are registered first, unknown ids (`missing`, as
+    `admit` found them) are a 422."""
     if req.task is not None:
         return register_task(store, req.task)[0]
     assert req.task_id is not None
-    if store.task_view(req.task_id) is None:
+    if req.task_id in missing:
         raise ProblemError(422, "unknown_task", f"{where}: no task {req.task_id!r}; POST /v1/tasks first")
     return req.task_id
 

@@ -233,6 +233,18 @@ class JobStore:
         args = [job.model_dump_json(), self.retention_s, internal, job.id]
         return self._finish(keys=keys, args=args) == 1
 
+    def admission_facts(self, queue: str, tenant: str, task_ids: list[str]) -> tuple[int, int, list[str]]:
+        """The queue's depth, the tenant's unfinished jobs and which of `task_ids` are unknown: what a
+        submission is admitted on, in one round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.llen(queue)
+        pipe.get(P + "inflight:" + tenant)
+        for t in task_ids:
+            pipe.exists(P + "task:" + t)
+        depth, inflight, *found = pipe.execute()
+        missing = [t for t, there in zip(task_ids, found, strict=True) if not there]
+        return int(depth), int(inflight or 0), missing
+
     def inflight(self, tenant: str) -> int:
         return int(self.r.get(P + "inflight:" + tenant) or 0)
 
