@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import redis
+
+from evalsvc.stack import redis_command
 
 CLI = [sys.executable, "-m", "evalsvc.cli"]
 
@@ -75,27 +76,7 @@ class LiveStack:
             "EVALSVC_LOG_FORMAT": "text",
             **self.env,
         }
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        self.procs["redis"] = Proc(
-            [
-                exe,
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.root),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ],
-            {},
-        )
+        self.procs["redis"] = Proc(redis_command(self.redis_port, self.root, fsync="always"), {})
         self.procs["gateway"] = Proc([*CLI, "serve", "--port", str(self.http_port)], {})
         self.procs["compile"] = Proc(
             [*CLI, "worker", "compile", "--concurrency", str(self.compile_concurrency)],

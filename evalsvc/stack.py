@@ -19,6 +19,18 @@ import httpx
 from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, scrape_config
 
 
+def redis_command(port: int, directory: Path, fsync: str = "everysec", host: str = "127.0.0.1") -> list[str]:
+    """A redis-server persisting to an append-only file in `directory` (no RDB snapshots)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    return [
+        exe,
+        *("--port", str(port), "--bind", host, "--dir", str(directory)),
+        *("--appendonly", "yes", "--appendfsync", fsync, "--save", ""),
+    ]
+
+
 @dataclass
 class Stack:
     data_dir: Path
@@ -44,30 +56,9 @@ class Stack:
         host, port = u.hostname or "127.0.0.1", u.port or 6379
         if _port_open(host, port):
             return
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         rdir = self.data_dir / "redis"
         rdir.mkdir(parents=True, exist_ok=True)
-        self._spawn(
-            "redis",
-            [
-                exe,
-                "--port",
-                str(port),
-                "--bind",
-                host,
-                "--dir",
-                str(rdir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--save",
-                "",
-            ],
-            {},
-        )
+        self._spawn("redis", redis_command(port, rdir, host=host), {})
         _wait_for(lambda: _port_open(host, port), 20, "redis")
 
     def start_services(self, gpus: list[str]) -> None:

@@ -51,11 +51,14 @@ def requeue_stalled(store: JobStore, enqueuer: Enqueuer, after_s: float) -> list
     A job behind others in a non-empty queue may just be waiting, so it is left until the queue drains.
     A job running longer than `after_s` is sent again too, as the broker itself redelivers it then."""
     sent = []
+    depths: dict[str, int] = {}  # each queue read once per sweep
     for job_id in store.stalled(after_s):
         job = store.get_job(job_id)
         if job is not None and job.state is not State.DONE:
             queue = job.queue if job.state is State.RUNNING and job.queue else COMPILE_QUEUE
-            if store.queue_depth(queue) > 0:
+            if queue not in depths:
+                depths[queue] = store.queue_depth(queue)
+            if depths[queue] > 0:
                 continue
             enqueuer.enqueue(job_id)
             sent.append(job_id)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 
 from evalsvc.api.app import create_app
 from evalsvc.api.body_limit import BodyLimitMiddleware
 from evalsvc.api.enqueue import RecordingEnqueuer
 from evalsvc.settings import Settings
-from tests.api.conftest import AUTH_A, KEYS, SOLUTION, Gateway, GatewayFactory, assert_problem, free_port
+from tests.api.conftest import (
+    AUTH_A,
+    KEYS,
+    SOLUTION,
+    Gateway,
+    GatewayFactory,
+    assert_problem,
+    served,
+)
 
 
 def test_malformed_json(gw: Gateway) -> None:
@@ -116,18 +121,8 @@ def test_middleware_counts_chunks_before_the_app_sees_them() -> None:
 def live_server(redis_url: str) -> Iterator[str]:
     """The gateway under a real uvicorn, for what only a real HTTP server does (chunked bodies)."""
     settings = Settings(redis_url=redis_url, api_keys=KEYS, rate_limit_per_s=0, max_body_bytes=1000)
-    port = free_port()
-    app = create_app(settings, enqueuer=RecordingEnqueuer())
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(create_app(settings, enqueuer=RecordingEnqueuer())) as url:
+        yield url
 
 
 def test_chunked_body_over_the_limit_on_a_real_server(live_server: str) -> None:

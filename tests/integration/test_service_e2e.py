@@ -20,6 +20,7 @@ import pytest
 from evalsvc.core.options import EvalOptions
 from evalsvc.sdk import Client
 from evalsvc.service.records import EvaluationRequest
+from evalsvc.stack import redis_command
 from evalsvc.suite import cases
 from tests.conftest import TEST_DATA
 
@@ -54,25 +55,7 @@ class LiveStack:
         )
 
     def start(self) -> None:
-        redis_server = shutil.which("redis-server")
-        if redis_server is None:
-            pytest.fail("redis-server is not installed")
-        self.spawn(
-            "redis",
-            [
-                redis_server,
-                "--port",
-                str(self.redis_port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.root),
-                "--appendonly",
-                "yes",
-                "--save",
-                "",
-            ],
-        )
+        self.spawn("redis", redis_command(self.redis_port, self.root))
         cli = [sys.executable, "-m", "evalsvc.cli"]
         self.spawn("gateway", [*cli, "serve", "--port", str(self.port)])
         self.spawn("compile", [*cli, "worker", "compile", "--concurrency", "2"])

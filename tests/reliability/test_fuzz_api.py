@@ -5,14 +5,11 @@ queue). No answer may be a 5xx (but /readyz's documented 503), and every answer 
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,
@@ -24,7 +21,7 @@ from schemathesis.checks import (
 
 from evalsvc.api.app import create_app
 from evalsvc.settings import Settings
-from tests.api.conftest import AUTH_A, KEYS, free_port, redis_server  # noqa: F401 - fixture
+from tests.api.conftest import AUTH_A, KEYS, redis_server, served  # noqa: F401 - fixture
 
 OPENAPI = Path(__file__).resolve().parents[2] / "openapi.yaml"
 CHECKS = [
@@ -39,18 +36,8 @@ CHECKS = [
 @pytest.fixture(scope="module")
 def gateway_url(redis_server: str) -> Iterator[str]:  # noqa: F811
     settings = Settings(redis_url=redis_server, api_keys=KEYS, rate_limit_per_s=0, max_wait_s=0.5)
-    port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    with served(create_app(settings)) as url:
+        yield url
 
 
 schema = schemathesis.openapi.from_path(OPENAPI)
