@@ -34,6 +34,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
+    extra) for script in ${EXTRA:-}; do timeout ${EXTRA_TIMEOUT:-300} python3 "$script"; done ;;
   esac
   echo "=== $step exit $? $(date +%T)"
 done

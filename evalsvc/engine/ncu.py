@@ -63,19 +63,11 @@ class NcuProbe:
         """The metric rows of the first launch of each kernel, or none and why."""
         work = Path(tempfile.mkdtemp(prefix="evalsvc-ncu-", dir=self.scratch_root))
         try:
-            shutil.copytree(artifact, work / "artifact")
-            job = {
-                **load,
-                "inputs": [a.cpu() if isinstance(a, torch.Tensor) else a for a in inputs],
-                "device": str(device),
-                "isolate": self.isolate,
-                "memory_bytes": self.memory_bytes,
-            }
-            torch.save(job, work / "job.pt")
+            self.stage(work, artifact, load, inputs, device)
             cmd = [
                 self.ncu, "--csv", "--page", "raw", "--print-units", "base", "--target-processes", "all",
                 "--launch-count", str(self.launch_count), "--metrics", ",".join(METRICS),
-                sys.executable, "-m", "evalsvc.engine.ncu_target", str(work),
+                *target_command(work),
             ]  # fmt: skip
             proc = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=work
@@ -89,10 +81,30 @@ class NcuProbe:
             text = out.decode(errors="replace")
             kernels = parse_ncu_csv(text)
             if not kernels:
-                return [], "Nsight Compute reported no kernels: " + _ncu_error(text, proc.returncode)
+                why = "Nsight Compute reported no kernels: " + _ncu_error(text, proc.returncode)
+                return [], why + _log_tail(work / "candidate.log")
             return kernels, None
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def stage(
+        self, work: Path, artifact: Path, load: dict[str, Any], inputs: list[Any], device: torch.device
+    ) -> None:
+        """Everything the target process reads: the artifact and one job file (load message, inputs)."""
+        shutil.copytree(artifact, work / "artifact")
+        job = {
+            **load,
+            "inputs": [a.cpu() if isinstance(a, torch.Tensor) else a for a in inputs],
+            "device": str(device),
+            "isolate": self.isolate,
+            "memory_bytes": self.memory_bytes,
+        }
+        torch.save(job, work / "job.pt")
+
+
+def target_command(work: Path) -> list[str]:
+    """The process ncu starts (and a test can start without ncu)."""
+    return [sys.executable, "-m", "evalsvc.engine.ncu_target", str(work)]
 
 
 def _ncu_error(text: str, code: int | None) -> str:
@@ -100,6 +112,15 @@ def _ncu_error(text: str, code: int | None) -> str:
     if any("ERR_NVGPUCTRPERM" in ln for ln in lines):
         return "no permission for GPU performance counters (NVreg_RestrictProfilingToAdminUsers)"
     return (" | ".join(lines[:3]) or f"exit code {code}: {text.strip()[-300:]}")[:500]
+
+
+def _log_tail(log: Path) -> str:
+    """The profiled process's last words (its traceback, or the candidate's own output): why it exited."""
+    try:
+        tail = log.read_bytes()[-400:].decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return f"; the profiled process wrote: {tail}" if tail else ""
 
 
 def _num(s: str | None) -> float | None:

@@ -52,8 +52,9 @@ def _confine(workdir: Path, isolate: bool, memory_bytes: int) -> None:
 def main(workdir: Path) -> None:
     job = torch.load(workdir / "job.pt", weights_only=True)
     device = torch.device(job["device"])
-    torch.cuda.set_device(device)
-    torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
     _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]))
     from evalsvc.engine.runner import Candidate
 
@@ -63,7 +64,8 @@ def main(workdir: Path) -> None:
     candidate.load(job["init_inputs"], job["state_dict"])
     for _ in range(2):
         candidate.forward(*inputs)
-    torch.cuda.synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 if __name__ == "__main__":
