@@ -1,23 +1,35 @@
-"""Messages between judge and runner over their pipe: a small header, then each tensor's raw bytes.
+"""Messages between judge and runner: a small header over their pipe, each tensor's raw bytes in a shared
+memory arena (or, when it does not fit, as a frame on the pipe after the header).
 
 The header (containers, numbers, strings, and a marker per tensor) goes through `torch.save` and is always
-loaded with weights_only=True, so nothing the untrusted runner sends can execute code in the judge. The
-tensor bytes follow as frames of their own: no zip container, no checksum, no extra copies, which made
-`torch.save` of whole messages the largest cost of an evaluation (seconds per trial for 80 MB tensors).
-A frame is sized from the header's dtype and shape, checked against the bytes that arrive, and the whole
-message is bounded, so a lying header gets a BadMessage, never a huge allocation or a hang.
+loaded with weights_only=True, so nothing the untrusted runner sends can execute code in the judge. Tensor
+bytes never go through `torch.save` (its zip container cost seconds per trial for 80 MB tensors), and
+mostly not through the pipe either (a pipe moves a few hundred MB/s; the arena is one memcpy each way).
+A tensor is sized from the header's dtype and shape and checked against the arena's bounds or the frame
+that arrives, and the whole message is bounded, so a lying header gets a BadMessage, never a huge
+allocation, a read out of bounds or a hang.
+
+The arena is a memfd that the judge creates and sizes and the runner inherits. It is sealed against
+shrinking, so a runner cannot make the judge's mapping fault (SIGBUS) by truncating it; what a runner
+writes there is only ever copied out once, after its reply, and then checked like any other output.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import math
+import mmap
+import os
 from typing import Any
 
 import torch
 
 MARK = "__evalsvc_tensor__"
 MAX_MESSAGE_BYTES = 32 * 1024**3
+MAX_ARENA_BYTES = 8 * 1024**3
+ALIGN = 64
 DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
@@ -48,18 +60,77 @@ def decode(blob: bytes, map_location: str | torch.device | None = None) -> Any:
         ) from None
 
 
-def send(conn: Any, obj: Any) -> None:
-    """Write `obj` to a multiprocessing connection: header, then one frame per tensor."""
+class Arena:
+    """Shared memory for tensor bytes between one judge and one runner: a memfd sealed against shrinking.
+    The judge grows it to fit what it sends; either side places what fits and frames the rest."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._map: mmap.mmap | None = None
+
+    @classmethod
+    def create(cls) -> Arena | None:
+        """A new arena, or None where memfds and seals are missing (messages then go over the pipe)."""
+        try:
+            fd = os.memfd_create("evalsvc-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except (AttributeError, OSError):
+            return None
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        return cls(fd)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled into a new runner (multiprocessing's process start): the fd goes along, duplicated."""
+        from multiprocessing.reduction import DupFd
+
+        return _arena_from, (DupFd(self.fd),)
+
+    def mapping(self) -> mmap.mmap | None:
+        """The arena mapped at its current size (remapped after it grew); None when empty or unusable."""
+        try:
+            size = os.fstat(self.fd).st_size
+            if size and (self._map is None or len(self._map) != size):
+                self._map = mmap.mmap(self.fd, size)
+        except (OSError, ValueError):
+            return None  # closed, or sealed by the other side against writable mappings: use the pipe
+        return self._map if size else None
+
+    def reserve(self, nbytes: int) -> None:
+        """Grow to hold `nbytes` (the judge's side; never past MAX_ARENA_BYTES, never shrinks)."""
+        with contextlib.suppress(OSError):  # the runner sealed it against growth: frames use the pipe
+            if os.fstat(self.fd).st_size < nbytes <= MAX_ARENA_BYTES:
+                os.ftruncate(self.fd, nbytes)
+
+    def close(self) -> None:
+        self._map = None  # unmapped once no tensor views it
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def _arena_from(dup: Any) -> Arena:
+    return Arena(dup.detach())
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) -> None:
+    """Write `obj` to a multiprocessing connection: header, tensor bytes into `arena` where they fit
+    (after growing it, with `grow`, to the message plus room for a reply as large as its largest tensor),
+    then one pipe frame per tensor that did not fit."""
     tensors: list[torch.Tensor] = []
+    markers: list[dict[str, Any]] = []
 
     def strip(o: Any) -> Any:
         if isinstance(o, torch.Tensor):
             tensors.append(o)
-            return {
+            marker = {
                 MARK: len(tensors) - 1,
                 "dtype": str(o.dtype).removeprefix("torch."),
                 "shape": list(o.shape),
             }
+            markers.append(marker)
+            return marker
         if isinstance(o, list):
             return [strip(x) for x in o]
         if isinstance(o, tuple):
@@ -68,46 +139,55 @@ def send(conn: Any, obj: Any) -> None:
             return {k: strip(v) for k, v in o.items()}
         return o
 
-    conn.send_bytes(encode(strip(obj)))
-    for t in tensors:
-        host = t.detach().reshape(-1).contiguous().cpu()
-        conn.send_bytes(memoryview(host.view(torch.uint8).numpy()) if host.numel() else b"")
+    head = strip(obj)
+    sizes = [t.numel() * t.element_size() for t in tensors]
+    if arena is not None and grow and sizes:
+        arena.reserve(sum(_aligned(n) for n in sizes) + _aligned(max(sizes)))
+    view = arena.mapping() if arena is not None and sizes else None
+    at = 0
+    for t, n, marker in zip(tensors, sizes, markers, strict=True):
+        if view is not None and n > 0 and at + n <= len(view):
+            dst = torch.frombuffer(view, dtype=torch.uint8, count=n, offset=at)
+            dst.view(t.dtype).view(t.shape).copy_(t.detach())
+            del dst
+            marker["at"] = at
+            at += _aligned(n)
+    conn.send_bytes(encode(head))
+    for t, marker in zip(tensors, markers, strict=True):
+        if "at" not in marker:
+            host = t.detach().reshape(-1).contiguous().cpu()
+            conn.send_bytes(memoryview(host.view(torch.uint8).numpy()) if host.numel() else b"")
 
 
-def receive(conn: Any, map_location: str | torch.device | None = None, timeout_s: float | None = None) -> Any:
+def receive(
+    conn: Any,
+    map_location: str | torch.device | None = None,
+    timeout_s: float | None = None,
+    arena: Arena | None = None,
+) -> Any:
     """Read one message written by `send`; BadMessage for anything malformed, TimeoutError if a frame
     does not arrive within `timeout_s` (the header's arrival is the caller's to wait for)."""
     head = decode(conn.recv_bytes())
     budget = [MAX_MESSAGE_BYTES]
     device = torch.device(map_location) if map_location is not None else None
+    mapped: list[mmap.mmap | None] = []
 
     def frame(marker: dict[str, Any]) -> torch.Tensor:
-        dtype = DTYPES.get(marker.get("dtype"))  # type: ignore[arg-type]
-        shape = marker.get("shape")
-        if dtype is None or not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-            raise BadMessage(f"bad tensor header {str(marker)[:200]}")
-        nbytes = math.prod(shape) * dtype.itemsize
+        dtype, shape, nbytes = _sized(marker)
         budget[0] -= nbytes
         if budget[0] < 0:
             raise BadMessage(f"message over {MAX_MESSAGE_BYTES} bytes")
-        if timeout_s is not None and not conn.poll(timeout_s):
-            raise TimeoutError("a tensor frame did not arrive")
-        buf = bytearray(nbytes)
-        try:
-            got = conn.recv_bytes_into(buf) if nbytes else len(conn.recv_bytes(1))
-        except Exception as e:  # BufferTooShort, or the frame of another size
-            raise BadMessage(f"tensor frame does not match its header: {type(e).__name__}") from None
-        if got != nbytes:
-            raise BadMessage(f"tensor frame of {got} bytes, header says {nbytes}")
-        t = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
-        t = t.view(dtype).reshape(shape)
-        return t.to(device) if device is not None else t
+        if "at" not in marker:
+            raw = _from_pipe(conn, nbytes, timeout_s, device)
+        else:
+            if not mapped:
+                mapped.append(arena.mapping() if arena is not None else None)
+            raw = _from_arena(mapped[0], marker["at"], nbytes, device)
+        return raw.view(dtype).reshape(shape)
 
     def rebuild(o: Any) -> Any:
         if isinstance(o, dict):
-            if MARK in o:
-                return frame(o)
-            return {k: rebuild(v) for k, v in o.items()}
+            return frame(o) if MARK in o else {k: rebuild(v) for k, v in o.items()}
         if isinstance(o, list):
             return [rebuild(x) for x in o]
         if isinstance(o, tuple):
@@ -115,3 +195,33 @@ def receive(conn: Any, map_location: str | torch.device | None = None, timeout_s
         return o
 
     return rebuild(head)
+
+
+def _sized(marker: dict[str, Any]) -> tuple[torch.dtype, list[int], int]:
+    dtype = DTYPES.get(marker.get("dtype"))  # type: ignore[arg-type]
+    shape = marker.get("shape")
+    if dtype is None or not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise BadMessage(f"bad tensor header {str(marker)[:200]}")
+    return dtype, shape, math.prod(shape) * dtype.itemsize
+
+
+def _from_arena(mapped: mmap.mmap | None, at: Any, nbytes: int, device: torch.device | None) -> torch.Tensor:
+    """A copy of `nbytes` at offset `at`, bounds-checked against the mapping (the only read of them)."""
+    if mapped is None or type(at) is not int or at < 0 or nbytes <= 0 or at + nbytes > len(mapped):
+        raise BadMessage(f"tensor at {str(at)[:40]} ({nbytes} bytes) is outside the shared arena")
+    src = torch.frombuffer(mapped, dtype=torch.uint8, count=nbytes, offset=at)
+    return src.to(device) if device is not None and device.type != "cpu" else src.clone()
+
+
+def _from_pipe(conn: Any, nbytes: int, timeout_s: float | None, device: torch.device | None) -> torch.Tensor:
+    if timeout_s is not None and not conn.poll(timeout_s):
+        raise TimeoutError("a tensor frame did not arrive")
+    buf = bytearray(nbytes)
+    try:
+        got = conn.recv_bytes_into(buf) if nbytes else len(conn.recv_bytes(1))
+    except Exception as e:  # BufferTooShort, or the frame of another size
+        raise BadMessage(f"tensor frame does not match its header: {type(e).__name__}") from None
+    if got != nbytes:
+        raise BadMessage(f"tensor frame of {got} bytes, header says {nbytes}")
+    t = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+    return t.to(device) if device is not None else t

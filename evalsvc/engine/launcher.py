@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsvc.engine.codec import BadMessage, receive, send
+from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import RunnerSetup, runner_main
 from evalsvc.sandbox.isolation import SANDBOX_UID
 
@@ -33,19 +33,22 @@ class RunnerLimits:
 
 
 class RunnerHandle:
-    def __init__(self, proc: mp.process.BaseProcess, conn: Any, scratch: Path, device: str) -> None:
+    def __init__(
+        self, proc: mp.process.BaseProcess, conn: Any, scratch: Path, device: str, arena: Arena | None = None
+    ) -> None:
         self.proc = proc
         self.conn = conn
         self.scratch = scratch
         self.device = device
+        self.arena = arena
 
     def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         try:
-            send(self.conn, msg)
+            send(self.conn, msg, self.arena, grow=True)
             if not self.conn.poll(timeout_s):
                 self.kill()
                 raise RunnerTimeout(f"no answer within {timeout_s:.0f} s")
-            reply = receive(self.conn, map_location=self.device, timeout_s=timeout_s)
+            reply = receive(self.conn, map_location=self.device, timeout_s=timeout_s, arena=self.arena)
         except TimeoutError:
             self.kill()
             raise RunnerTimeout(f"the answer did not arrive within {timeout_s:.0f} s") from None
@@ -83,6 +86,8 @@ class RunnerHandle:
         self.proc.join(timeout=5)
         self.kill()
         self.conn.close()
+        if self.arena is not None:
+            self.arena.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -143,7 +148,8 @@ class RunnerLauncher:
             isolate=self.isolate,
             memory_bytes=self.limits.memory_bytes,
         )
-        proc = self._ctx.Process(target=runner_main, args=(child, setup), daemon=True)
+        arena = Arena.create()
+        proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)
         proc.start()
         child.close()
-        return RunnerHandle(proc, parent, scratch, self.device)
+        return RunnerHandle(proc, parent, scratch, self.device, arena)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from evalsvc.engine.codec import receive, send
+from evalsvc.engine.codec import Arena, receive, send
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
@@ -252,9 +252,10 @@ def _poison(device: torch.device, nbytes: int) -> None:
 
 
 class Server:
-    def __init__(self, conn: Any, device: torch.device, workdir: str) -> None:
+    def __init__(self, conn: Any, device: torch.device, workdir: str, arena: Arena | None = None) -> None:
         self.workdir = Path(workdir)
         self.conn = conn
+        self.arena = arena
         self.device = device
         self.candidate: Candidate | None = None
         self.timer_guard = TimerGuard()  # taken before any candidate code runs
@@ -315,7 +316,7 @@ class Server:
     def serve(self) -> None:
         while True:
             try:
-                msg = receive(self.conn, map_location=self.device)
+                msg = receive(self.conn, map_location=self.device, arena=self.arena)
             except EOFError:
                 return
             if msg["op"] == "exit":
@@ -329,15 +330,15 @@ class Server:
             except BaseException as e:  # the candidate's own exceptions, SystemExit included
                 tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
                 reply = {"ok": False, "kind": "runtime_error", "error": tb[-3000:]}
-            send(self.conn, reply)
+            send(self.conn, reply, self.arena)
 
 
-def runner_main(conn: Any, setup: RunnerSetup) -> None:
+def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None = None) -> None:
     """Entry point in the child process."""
     workdir = _isolate(setup)
     device = torch.device(setup.device)
     if device.type == "cuda":
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
-    Server(conn, device, workdir).serve()
+    Server(conn, device, workdir, arena).serve()
     os._exit(0)

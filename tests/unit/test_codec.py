@@ -1,0 +1,113 @@
+"""The judge-runner message format: tensors through the shared arena or pipe frames, and what a lying
+runner can and cannot do with either."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from typing import Any
+
+import pytest
+import torch
+
+from evalsvc.engine.codec import MARK, Arena, BadMessage, encode, receive, send
+
+
+def _echo(conn: Any, arena: Arena) -> None:
+    """A runner's side in miniature: receive, answer with what came plus one larger tensor."""
+    while (msg := receive(conn, arena=arena)) is not None:
+        send(conn, {"back": msg, "bigger": torch.arange(msg["n"], dtype=torch.int64)}, arena)
+
+
+@pytest.fixture()
+def arena() -> Any:
+    made = Arena.create()
+    assert made is not None, "memfd_create is available on Linux"
+    yield made
+    made.close()
+
+
+def test_a_message_round_trips_through_a_runner_process_with_its_arena(arena: Arena) -> None:
+    ctx = mp.get_context("forkserver")
+    parent, child = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=_echo, args=(child, arena), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        big = torch.randn(3_000_000)
+        msg = {
+            "op": "run",
+            "inputs": [
+                big,
+                torch.tensor([True, False]),
+                torch.empty(0, 5),
+                (torch.ones(2, 3, dtype=torch.bfloat16),),
+            ],
+            "n": 8_000_000,  # a reply of 64 MB: more than the arena holds, so it goes over the pipe
+            "scalar": 3.5,
+        }
+        send(parent, msg, arena, grow=True)
+        assert parent.poll(120)
+        reply = receive(parent, timeout_s=60, arena=arena)
+        back = reply["back"]
+        assert torch.equal(back["inputs"][0], big) and back["inputs"][0].shape == big.shape
+        assert torch.equal(back["inputs"][1], torch.tensor([True, False]))
+        assert back["inputs"][2].shape == (0, 5)
+        assert back["inputs"][3][0].dtype == torch.bfloat16 and torch.equal(
+            back["inputs"][3][0].float(), torch.ones(2, 3)
+        )
+        assert back["scalar"] == 3.5
+        assert torch.equal(reply["bigger"], torch.arange(8_000_000))
+        assert os.fstat(arena.fd).st_size < 64 * 1024**2  # grown for the message, not for that reply
+        send(parent, None, arena)
+    finally:
+        proc.join(30)
+        proc.kill()
+
+
+def test_tensors_travel_in_the_arena_not_the_pipe(arena: Arena) -> None:
+    a, b = mp.Pipe(duplex=True)
+    send(a, {"x": torch.randn(1000)}, arena, grow=True)
+    with pytest.raises(BadMessage, match="outside the shared arena"):
+        receive(b)  # a reader without the arena cannot find the bytes: they never went down the pipe
+    send(a, {"x": torch.arange(10.0)}, arena, grow=True)
+    assert torch.equal(receive(b, arena=arena)["x"], torch.arange(10.0))
+
+
+@pytest.mark.parametrize(
+    "at",
+    [1 << 40, -64, True, "0", 4096 * 1024 - 8],
+    ids=["past-end", "negative", "bool", "string", "straddles-end"],
+)
+def test_a_lying_offset_is_a_bad_message(arena: Arena, at: Any) -> None:
+    arena.reserve(4096 * 1024)
+    a, b = mp.Pipe(duplex=True)
+    a.send_bytes(encode({"out": {MARK: 0, "dtype": "float32", "shape": [4], "at": at}}))
+    with pytest.raises(BadMessage, match="outside the shared arena"):
+        receive(b, arena=arena)
+
+
+def test_a_lying_frame_is_a_bad_message() -> None:
+    a, b = mp.Pipe(duplex=True)
+    a.send_bytes(encode({"out": {MARK: 0, "dtype": "float32", "shape": [1 << 20]}}))
+    a.send_bytes(b"\0" * 16)
+    with pytest.raises(BadMessage, match="frame of 16 bytes, header says 4194304"):
+        receive(b)
+    a.send_bytes(encode({"out": {MARK: 0, "dtype": "float32", "shape": [1 << 40, 1 << 40]}}))
+    with pytest.raises(BadMessage, match="over"):
+        receive(b)
+    a.send_bytes(encode({"out": {MARK: 0, "dtype": "object", "shape": [1]}}))
+    with pytest.raises(BadMessage, match="bad tensor header"):
+        receive(b)
+
+
+def test_the_other_side_cannot_shrink_the_arena(arena: Arena) -> None:
+    """A runner truncating the memfd would make the judge's next read of its mapping fault (SIGBUS)."""
+    arena.reserve(1 << 20)
+    theirs = os.open(f"/proc/self/fd/{arena.fd}", os.O_RDWR)  # as a runner holds it: its own descriptor
+    try:
+        with pytest.raises(PermissionError):
+            os.ftruncate(theirs, 0)
+    finally:
+        os.close(theirs)
+    assert os.fstat(arena.fd).st_size == 1 << 20
