@@ -9,9 +9,9 @@ job of a task); that warm-up is reported on its own.
 Then `--evals` evaluations cycle through the solutions at the default options, as the GPU worker runs
 them (the same Evaluator the Celery task calls; no queue). NVML is sampled every 20 ms meanwhile.
 
-The batch runs twice: `--compare-evals` evaluations with every runner started on demand, then `--evals`
-with the default spare runner (started after each evaluation, so its isolation and CUDA context are ready
-when the next one begins).
+The batch runs twice: `--evals` evaluations with the default spare runner (started after each evaluation,
+so its isolation and CUDA context are ready when the next one begins), then `--compare-evals` with every
+runner started on demand.
 
 Overhead of one evaluation = its wall time minus the GPU time its trials need: the timed calls (median x
 count) of the candidate and of any baseline measured in it, and one candidate and one reference call per
@@ -120,6 +120,19 @@ def phase_timer(judge: Any) -> dict[str, float]:
         ("_implausible", "plausibility"),
     ):
         wrap(judge, name, label)
+    # inside those phases: the runner's answer time per message kind, and the judge's own work
+    ask = judge._ask
+
+    def timed_ask(handle: Any, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        t = time.perf_counter()
+        try:
+            return ask(handle, msg, timeout_s)
+        finally:
+            acc[f"(runner answers '{msg['op']}')"] += time.perf_counter() - t
+
+    judge._ask = timed_ask
+    wrap(judge, "_reference", "(reference calls)")
+    wrap(judge, "_check", "(output comparisons)")
     return acc
 
 
@@ -214,10 +227,10 @@ def main() -> int:
             "evals": per_eval,
         }
 
+    main_batch = batch(args.evals, spare=True)  # first: the default, and the one that counts if cut short
+    print("with spare runner", json.dumps({k: v for k, v in main_batch.items() if k != "evals"}), flush=True)
     without = batch(args.compare_evals, spare=False)
     print("without spare runner", json.dumps({k: v for k, v in without.items() if k != "evals"}), flush=True)
-    main_batch = batch(args.evals, spare=True)
-    print("with spare runner", json.dumps({k: v for k, v in main_batch.items() if k != "evals"}), flush=True)
     summary = {"device": args.device, "batches": [without, main_batch], "warm_up": warm}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_worker.json").write_text(json.dumps(summary, indent=1))

@@ -53,6 +53,7 @@ def main(workdir: Path) -> None:
     job = torch.load(workdir / "job.pt", weights_only=True)
     device = torch.device(job["device"])
     if device.type == "cuda":
+        device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
         torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
     _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]))

@@ -333,6 +333,19 @@ class Server:
             send(self.conn, reply, self.arena)
 
 
+def _warm(device: torch.device) -> None:
+    """Create the CUDA context and load the kernels the runner's own checks use, before any message: a
+    spare runner then does it off the critical path (set_device alone creates no context on device 0,
+    and creating one took seconds on the H200 host)."""
+    a = torch.zeros(1024, device=device)
+    b = a.clone().fill_(1.0)
+    torch.equal(a, b)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    end.record()
+    torch.cuda.synchronize(device)
+
+
 def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None = None) -> None:
     """Entry point in the child process."""
     workdir = _isolate(setup)
@@ -340,5 +353,6 @@ def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None = None) -> No
     if device.type == "cuda":
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
+        _warm(device)
     Server(conn, device, workdir, arena).serve()
     os._exit(0)
