@@ -194,9 +194,14 @@ def main() -> int:
         with NvmlSampler(index) as nvml:
             for i in range(n):
                 case, outcome = ready[i % len(ready)]
+                before = dict(phases)
                 r = evaluator.evaluate(
                     case.task(), case.solution(), outcome.artifact_key, outcome.report, opts
                 )
+                spent = {
+                    k: round(v - before.get(k, 0.0), 3) for k, v in phases.items() if v > before.get(k, 0.0)
+                }
+                print(f"  {case.name}: {r.status.value} {r.duration_s:.2f} s {json.dumps(spent)}", flush=True)
                 need = required_gpu_ms(r) / 1e3
                 per_eval.append(
                     {
