@@ -2,7 +2,7 @@
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
 #   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
-#   STEPS="worker fidelity profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
+#   STEPS="transport worker fidelity profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -34,7 +34,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
-    extra) for script in ${EXTRA:-}; do timeout ${EXTRA_TIMEOUT:-300} python3 "$script"; done ;;
+    transport) timeout 120 python3 -m bench.transport --device cuda --mb 80 --rounds 5 ;;
   esac
   echo "=== $step exit $? $(date +%T)"
 done

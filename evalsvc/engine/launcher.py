@@ -110,7 +110,9 @@ class RunnerLauncher:
         self.keep_spare = True  # the GPU worker benchmark turns it off to compare
         self._spare: RunnerHandle | None = None
         self._ctx = mp.get_context("forkserver")
-        self._ctx.set_forkserver_preload(["torch", "evalsvc.engine.runner"])
+        # torch._dynamo too: the runner's operator trace (a dispatch mode) imports it on first use, which
+        # cost every evaluation seconds in its first trial call when each runner imported it anew
+        self._ctx.set_forkserver_preload(["torch", "torch._dynamo", "evalsvc.engine.runner"])
 
     def start(self, artifact: Path) -> RunnerHandle:
         """A runner for `artifact`: the spare started after the last evaluation when it is still alive
