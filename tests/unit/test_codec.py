@@ -111,3 +111,14 @@ def test_the_other_side_cannot_shrink_the_arena(arena: Arena) -> None:
     finally:
         os.close(theirs)
     assert os.fstat(arena.fd).st_size == 1 << 20
+
+
+def test_an_arena_sealed_by_the_other_side_leaves_messages_on_the_pipe(arena: Arena) -> None:
+    """A runner can seal the memfd against growth or writes; the judge then frames tensors on the pipe."""
+    import fcntl
+
+    fcntl.fcntl(arena.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    a, b = mp.Pipe(duplex=True)
+    send(a, {"x": torch.arange(1000.0)}, arena, grow=True)
+    assert os.fstat(arena.fd).st_size == 0
+    assert torch.equal(receive(b, arena=arena)["x"], torch.arange(1000.0))
