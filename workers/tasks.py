@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from functools import cache
 
 import redis
+from celery.signals import worker_shutdown
 
 from evalsvc.core.outcomes import failure
 from evalsvc.core.pools import VetPolicy
@@ -31,6 +32,13 @@ log = logging.getLogger("evalsvc.worker")
 @cache
 def _ctx() -> WorkerContext:
     return current_context()
+
+
+@worker_shutdown.connect
+def _close_runners(**_: object) -> None:
+    """The spare runner and its scratch directory end with the worker instead of outliving it."""
+    if _ctx.cache_info().currsize and "evaluator" in vars(_ctx()):
+        _ctx().evaluator.judge.launcher.close()
 
 
 @cache

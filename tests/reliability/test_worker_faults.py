@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from bench.live_stack import LiveStack, wait_for
+from tests.conftest import TEST_DATA
 from tests.reliability.conftest import (
     MAX_ATTEMPTS,
     REDELIVERY_S,
@@ -152,3 +153,19 @@ def test_device_worker_away_longer_than_its_heartbeat(stack: LiveStack, task_id:
 
 def test_no_result_was_written_twice(stack: LiveStack) -> None:
     assert_never_rewritten(stack)
+
+
+def test_a_device_worker_stopped_gently_leaves_no_runner_behind(stack: LiveStack, task_id: str) -> None:
+    """After an evaluation the worker keeps a spare runner (a process and a scratch directory); a warm
+    shutdown (SIGTERM) closes it rather than leaving the directory behind."""
+    scratch = TEST_DATA / "scratch"
+    before = set(scratch.glob("evalsvc-run-*"))
+    r = submit(stack, task_id, 300)
+    assert r.status_code == 202, r.text
+    assert wait_done(stack, r.json()["id"])["status"] == "ok"
+    wait_for(lambda: bool(set(scratch.glob("evalsvc-run-*")) - before), 30, "the spare runner's directory")
+    stack.kill("cpu-a", signal.SIGTERM)
+    left = set(scratch.glob("evalsvc-run-*")) - before
+    stack.start("cpu-a")
+    stack.wait_worker("cpu-a")
+    assert not left, left
