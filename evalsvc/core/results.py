@@ -61,7 +61,8 @@ class Timings(BaseModel):
         None, description="seconds this evaluation spent measuring baselines (about 0 when all were cached)"
     )
     candidate_graph: TimingStats | None = Field(
-        None, description="small kernels on a GPU: per-call time from CUDA-graph replays (no launch "
+        None,
+        description="small kernels on a GPU: per-call time from CUDA-graph replays (no launch "
         "overhead, fixed input values); shown beside the reward's timing, never used for it",
     )
     eager_graph: TimingStats | None = Field(None, description="the eager reference timed the same way")

@@ -14,7 +14,7 @@ from typing import Any
 
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import RunnerSetup, runner_main
-from evalsvc.sandbox.isolation import SANDBOX_UID
+from evalsvc.sandbox.isolation import runner_uid
 
 
 class RunnerDied(Exception):
@@ -104,6 +104,7 @@ class RunnerLauncher:
     ) -> None:
         self.device = device
         self.isolate = isolate
+        self.uid = runner_uid(device)
         self.limits = limits or RunnerLimits()
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
         self.cover = cover
@@ -126,7 +127,7 @@ class RunnerLauncher:
         shutil.copytree(artifact, target)
         if self.isolate:  # the runner already dropped to the sandbox uid: hand the files over
             for path in [target, *target.rglob("*")]:
-                os.chown(path, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+                os.chown(path, self.uid, self.uid, follow_symlinks=False)
         return handle
 
     def prestart(self) -> None:
@@ -149,6 +150,7 @@ class RunnerLauncher:
             device=self.device,
             isolate=self.isolate,
             memory_bytes=self.limits.memory_bytes,
+            uid=self.uid,
         )
         arena = Arena.create()
         proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)

@@ -14,15 +14,17 @@ from pathlib import Path
 
 import torch
 
+from evalsvc.sandbox.isolation import runner_uid
+
 
 def _ncu_variables() -> dict[str, str]:
     keep = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "LD_PRELOAD", "LD_LIBRARY_PATH")
     return {k: v for k, v in os.environ.items() if k in keep or k.startswith(("NV_", "NSIGHT"))}
 
 
-def _confine(workdir: Path, isolate: bool, memory_bytes: int) -> None:
+def _confine(workdir: Path, isolate: bool, memory_bytes: int, uid: int) -> None:
     from evalsvc.engine.runner import runner_environment
-    from evalsvc.sandbox.isolation import SANDBOX_UID, die_with_parent, drop_privileges
+    from evalsvc.sandbox.isolation import die_with_parent, drop_privileges
 
     die_with_parent()
     # ncu's report is this process's stdout: the candidate writes to a log instead, so it cannot forge rows
@@ -41,9 +43,9 @@ def _confine(workdir: Path, isolate: bool, memory_bytes: int) -> None:
     if isolate:
         for root, dirs, files in os.walk(workdir):
             for name in dirs + files:
-                os.chown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)
-        os.chown(workdir, SANDBOX_UID, SANDBOX_UID)
-        drop_privileges()
+                os.chown(os.path.join(root, name), uid, uid)
+        os.chown(workdir, uid, uid)
+        drop_privileges(uid)
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update({**runner_environment(str(workdir)), **keep})
@@ -56,7 +58,7 @@ def main(workdir: Path) -> None:
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
         torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
-    _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]))
+    _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]), runner_uid(str(device)))
     from evalsvc.engine.runner import Candidate
 
     torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))

@@ -24,7 +24,6 @@ from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
-    SANDBOX_UID,
     die_with_parent,
     drop_privileges,
     private_filesystem_view,
@@ -38,6 +37,7 @@ class RunnerSetup:
     device: str
     isolate: bool
     memory_bytes: int
+    uid: int  # isolation.runner_uid(device)
     nofile: int = 256
     nproc: int = 512
     cover: str | None = None
@@ -81,11 +81,11 @@ def _isolate(setup: RunnerSetup) -> str:
     if setup.isolate:
         for root, dirs, files in os.walk(setup.scratch):
             for name in dirs + files:
-                os.chown(os.path.join(root, name), SANDBOX_UID, SANDBOX_UID)
-        os.chown(setup.scratch, SANDBOX_UID, SANDBOX_UID)
+                os.chown(os.path.join(root, name), setup.uid, setup.uid)
+        os.chown(setup.scratch, setup.uid, setup.uid)
         unshare_network()
         workdir = private_filesystem_view(setup.scratch, setup.cover) if setup.cover else setup.scratch
-        drop_privileges()
+        drop_privileges(setup.uid)
     else:
         workdir = setup.scratch
     os.chdir(workdir)

@@ -311,9 +311,7 @@ def _families() -> dict[str, Any]:
         "throttle_active": g(
             "evalsvc_gpu_throttle_active", "1 while a clocks event reason holds", labels=[*LABELS, "reason"]
         ),
-        "ecc": c(
-            "evalsvc_gpu_ecc_errors", "volatile ECC errors since driver load", labels=[*LABELS, "type"]
-        ),
+        "ecc": c("evalsvc_gpu_ecc_errors", "volatile ECC errors since driver load", labels=[*LABELS, "type"]),
         "xid": c(
             "evalsvc_gpu_xid_errors", "XID critical errors seen by this process", labels=[*LABELS, "xid"]
         ),

@@ -30,13 +30,13 @@ TEMPLATES: dict[str, tuple[str, str, list[dict[str, int]]]] = {
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.linear(x))
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K})]
 
 
 def get_init_inputs():
     return [{K}, {N}]
-''',
+""",
         [dict(M=4096, K=4096, N=4096), dict(M=8192, K=4096, N=4096), dict(M=8192, K=8192, N=8192)],
     ),
     "gemm_gelu_scale_residual": (
@@ -51,13 +51,13 @@ def get_init_inputs():
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(self.linear(x)) * self.scale + x
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K})]
 
 
 def get_init_inputs():
     return [{K}, 0.5]
-''',
+""",
         [dict(M=4096, K=4096), dict(M=8192, K=4096), dict(M=16384, K=4096)],
     ),
     "conv2d_relu_bias": (
@@ -72,13 +72,13 @@ def get_init_inputs():
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(self.conv(x)) + self.bias
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({B}, {C}, {H}, {H})]
 
 
 def get_init_inputs():
     return [{C}, {D}]
-''',
+""",
         [dict(B=16, C=64, D=128, H=128), dict(B=32, C=64, D=128, H=128), dict(B=32, C=128, D=128, H=128)],
     ),
     "conv2d_batchnorm_silu": (
@@ -93,13 +93,13 @@ def get_init_inputs():
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.silu(self.bn(self.conv(x)))
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({B}, {C}, {H}, {H})]
 
 
 def get_init_inputs():
     return [{C}, {D}]
-''',
+""",
         [dict(B=16, C=32, D=64, H=256), dict(B=32, C=32, D=64, H=256), dict(B=32, C=64, D=64, H=256)],
     ),
     "layernorm_gelu": (
@@ -113,13 +113,13 @@ def get_init_inputs():
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(self.norm(x))
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K})]
 
 
 def get_init_inputs():
     return [{K}]
-''',
+""",
         [dict(M=16384, K=8192), dict(M=32768, K=8192), dict(M=65536, K=8192)],
     ),
     "scaled_softmax": (
@@ -133,13 +133,13 @@ def get_init_inputs():
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x * self.scale, dim=-1)
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K})]
 
 
 def get_init_inputs():
     return [0.125]
-''',
+""",
         [dict(M=8192, K=16384), dict(M=16384, K=16384), dict(M=32768, K=16384)],
     ),
     "rmsnorm_swiglu": (
@@ -155,13 +155,13 @@ def get_init_inputs():
         norm = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return F.silu(norm * self.weight) * gate
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K}), torch.randn({M}, {K})]
 
 
 def get_init_inputs():
     return [{K}]
-''',
+""",
         [dict(M=8192, K=8192), dict(M=16384, K=8192), dict(M=32768, K=8192)],
     ),
     "matmul_logsumexp": (
@@ -174,13 +174,13 @@ def get_init_inputs():
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.logsumexp(a @ b, dim=-1)
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({M}, {K}), torch.randn({K}, {N}) * 0.05]
 
 
 def get_init_inputs():
     return []
-''',
+""",
         [dict(M=4096, K=4096, N=4096), dict(M=8192, K=4096, N=8192), dict(M=16384, K=4096, N=8192)],
     ),
     "spatial_softmax_pool_relu": (
@@ -195,13 +195,13 @@ def get_init_inputs():
         weights = torch.softmax(flat, dim=-1)
         return torch.relu((weights * flat).sum(dim=-1))
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({B}, {C}, {H}, {H})]
 
 
 def get_init_inputs():
     return []
-''',
+""",
         [dict(B=32, C=256, H=128), dict(B=64, C=256, H=128), dict(B=128, C=256, H=128)],
     ),
     "attention_bmm_softmax_bmm": (
@@ -215,13 +215,13 @@ def get_init_inputs():
         scores = torch.bmm(q, k.transpose(1, 2)) / (q.shape[-1] ** 0.5)
         return torch.bmm(torch.softmax(scores, dim=-1), v)
 ''',
-        '''def get_inputs():
+        """def get_inputs():
     return [torch.randn({B}, {L}, {D}), torch.randn({B}, {L}, {D}), torch.randn({B}, {L}, {D})]
 
 
 def get_init_inputs():
     return []
-''',
+""",
         [dict(B=64, L=2048, D=64), dict(B=128, L=2048, D=64), dict(B=64, L=4096, D=64)],
     ),
 }

@@ -6,6 +6,7 @@ import ctypes
 import os
 
 SANDBOX_UID = 65532
+RUNNER_UID_BASE = 65100
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -15,6 +16,17 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 class IsolationError(RuntimeError):
     """Isolation that was asked for could not be set up; never continue with less."""
+
+
+def runner_uid(device: str) -> int:
+    """The uid a device's runners drop to: one per device, none shared with the compile sandbox (65532).
+    RLIMIT_NPROC counts every process and thread of a uid on the host, so runners of eight GPUs and the
+    compile containers under one uid would share one budget of 512 (seen as "libgomp: Thread creation
+    failed" when two stacks ran on one machine). The CPU device's runners take the base uid."""
+    if not device.startswith("cuda"):
+        return RUNNER_UID_BASE
+    _, _, index = device.partition(":")
+    return RUNNER_UID_BASE + 1 + (int(index) if index else 0)
 
 
 def unshare_network() -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
+import time
+from pathlib import Path
+
 import pytest
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
+from evalsvc.sandbox.isolation import SANDBOX_UID, runner_uid
 from evalsvc.suite import cases
 
 FAST = EvalOptions(trials=3, timing_budget_s=0.3, compile_baseline=False, timing_pool=2)
@@ -52,3 +57,28 @@ def test_torch_compile_baseline_and_reward(pipeline) -> None:  # type: ignore[no
     assert result.status is Status.OK
     assert result.timings.compiled is not None and result.speedup.compile is not None
     assert result.milestone in (1, 2, 3)
+
+
+def test_runners_run_as_their_devices_own_uid(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """RLIMIT_NPROC counts every process and thread of a uid on the host: runners of different GPUs, and
+    the compile sandbox, must not share one uid's budget."""
+    assert len({runner_uid("cpu"), runner_uid("cuda"), runner_uid("cuda:1"), SANDBOX_UID}) == 4
+    assert runner_uid("cuda") == runner_uid("cuda:0")
+    launcher = pipeline.evaluator.judge.launcher
+    if not launcher.isolate:
+        pytest.skip("runner isolation needs root")
+    case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
+    outcome = pipeline.compiler.compile(case.solution())
+    with tempfile.TemporaryDirectory() as tmp:
+        artifact = Path(tmp) / "artifact"
+        assert pipeline.evaluator.store.fetch(outcome.artifact_key, artifact)
+        handle = launcher.start(artifact)
+    try:
+        status = Path(f"/proc/{handle.proc.pid}/status")
+        deadline = time.monotonic() + 60
+        while f"\t{runner_uid('cpu')}\t" not in status.read_text().split("Uid:")[1].split("\n")[0]:
+            assert time.monotonic() < deadline, status.read_text()
+            time.sleep(0.1)
+        assert (handle.scratch / "artifact").stat().st_uid == runner_uid("cpu")
+    finally:
+        handle.close()
