@@ -1,0 +1,81 @@
+"""Publishing a batch of compile jobs to the broker, side by side in one run: Celery's `send_task` per job
+on one connection (its default declares the queue for every message) against `Enqueuer.enqueue_many`
+(Kombu's publish batch, the queue declared once), alternating, on a real redis-server.
+
+    python -m bench.publish --jobs 512 --rounds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from bench.live_stack import free_port
+from evalsvc.api.enqueue import COMPILE_TASK, CeleryEnqueuer
+from evalsvc.settings import Settings
+from evalsvc.stack import redis_command
+from workers.celery_app import COMPILE_QUEUE
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=8)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="evalsvc-publish-"))
+    port = free_port()
+    server = subprocess.Popen(redis_command(port, root, fsync="everysec"), stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        enqueuer = CeleryEnqueuer.from_settings(Settings(redis_url=url))
+        celery = enqueuer.celery
+
+        def per_message(ids: list[str]) -> None:
+            with celery.producer_or_acquire() as producer:
+                for job_id in ids:
+                    celery.send_task(COMPILE_TASK, args=[job_id], queue=COMPILE_QUEUE, producer=producer)
+
+        ways = {"send_task per job": per_message, "enqueue_many": enqueuer.enqueue_many}
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for r in range(args.rounds + 1):  # round 0 warms both up and is not counted
+            for name, publish in ways.items():
+                ids = [f"j-{r}-{name[:4]}-{i}" for i in range(args.jobs)]
+                t = time.perf_counter()
+                publish(ids)
+                if r:
+                    times[name].append(time.perf_counter() - t)
+        sent = client.llen(COMPILE_QUEUE)
+        assert sent == 2 * (args.rounds + 1) * args.jobs, sent
+        enqueuer.close()
+    finally:
+        server.terminate()
+        server.wait(10)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"| {args.jobs} jobs per batch, {args.rounds} rounds | median ms | min ms | max ms |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {1e3 * statistics.median(ts):.0f} | {1e3 * min(ts):.0f} | {1e3 * max(ts):.0f} |")
+    print(json.dumps({k: [round(1e3 * t, 1) for t in v] for k, v in times.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
