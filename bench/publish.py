@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from bench.live_stack import free_port
+from bench.live_stack import free_port, wait_for
 from evalsvc.api.enqueue import COMPILE_TASK, CeleryEnqueuer
 from evalsvc.settings import Settings
 from evalsvc.stack import redis_command
@@ -36,15 +36,14 @@ def main() -> int:
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis.from_url(url)
-        deadline = time.monotonic() + 30
-        while True:
+
+        def answers() -> bool:
             try:
-                client.ping()
-                break
+                return bool(client.ping())
             except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+                return False
+
+        wait_for(answers, 30, "redis-server")
         enqueuer = CeleryEnqueuer.from_settings(Settings(redis_url=url))
         celery = enqueuer.celery
 
