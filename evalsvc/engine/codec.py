@@ -170,19 +170,17 @@ def receive(
     head = decode(conn.recv_bytes())
     budget = [MAX_MESSAGE_BYTES]
     device = torch.device(map_location) if map_location is not None else None
-    mapped: list[mmap.mmap | None] = []
+    mapped = arena.mapping() if arena is not None else None
 
     def frame(marker: dict[str, Any]) -> torch.Tensor:
         dtype, shape, nbytes = _sized(marker)
         budget[0] -= nbytes
         if budget[0] < 0:
             raise BadMessage(f"message over {MAX_MESSAGE_BYTES} bytes")
-        if "at" not in marker:
-            raw = _from_pipe(conn, nbytes, timeout_s, device)
+        if "at" in marker:
+            raw = _from_arena(mapped, marker["at"], nbytes, device)
         else:
-            if not mapped:
-                mapped.append(arena.mapping() if arena is not None else None)
-            raw = _from_arena(mapped[0], marker["at"], nbytes, device)
+            raw = _from_pipe(conn, nbytes, timeout_s, device)
         return raw.view(dtype).reshape(shape)
 
     def rebuild(o: Any) -> Any:

@@ -34,7 +34,7 @@ class RunnerLimits:
 
 class RunnerHandle:
     def __init__(
-        self, proc: mp.process.BaseProcess, conn: Any, scratch: Path, device: str, arena: Arena | None = None
+        self, proc: mp.process.BaseProcess, conn: Any, scratch: Path, device: str, arena: Arena | None
     ) -> None:
         self.proc = proc
         self.conn = conn

@@ -252,7 +252,7 @@ def _poison(device: torch.device, nbytes: int) -> None:
 
 
 class Server:
-    def __init__(self, conn: Any, device: torch.device, workdir: str, arena: Arena | None = None) -> None:
+    def __init__(self, conn: Any, device: torch.device, workdir: str, arena: Arena | None) -> None:
         self.workdir = Path(workdir)
         self.conn = conn
         self.arena = arena
@@ -340,13 +340,10 @@ def _warm(device: torch.device) -> None:
     a = torch.zeros(1024, device=device)
     b = a.clone().fill_(1.0)
     torch.equal(a, b)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    end.record()
     torch.cuda.synchronize(device)
 
 
-def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None = None) -> None:
+def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None) -> None:
     """Entry point in the child process."""
     workdir = _isolate(setup)
     device = torch.device(setup.device)
