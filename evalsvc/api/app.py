@@ -14,8 +14,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import redis
+import redis.asyncio
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
@@ -79,15 +81,27 @@ def redis_client(settings: Settings) -> redis.Redis:
     )
 
 
+def async_redis_client(settings: Settings) -> redis.asyncio.Redis:
+    """The same fail-fast client for what runs on the event loop (the per-request rate limit)."""
+    return redis.asyncio.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
+        health_check_interval=30,
+    )
+
+
 def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAPI], Any]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         setup_logging(settings.log_format, settings.log_level)  # JSON lines, as the workers write
         client = redis_client(settings)
+        aclient = async_redis_client(settings)
         app.state.store = JobStore(
             client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
         )
-        app.state.limiter = RateLimiter(client, settings.rate_limit_per_s, settings.rate_burst)
+        app.state.limiter = RateLimiter(aclient, settings.rate_limit_per_s, settings.rate_burst)
         app.state.enqueuer = enqueuer or CeleryEnqueuer.from_settings(settings)
         if not settings.api_keys:
             log.warning(
@@ -104,6 +118,7 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
                 await sweeper
             app.state.enqueuer.close()
             client.close()
+            await aclient.aclose()
 
     return lifespan
 

@@ -16,19 +16,19 @@ from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _store(request: Request) -> JobStore:
+async def _store(request: Request) -> JobStore:
     return request.app.state.store
 
 
-def _enqueuer(request: Request) -> Enqueuer:
+async def _enqueuer(request: Request) -> Enqueuer:
     return request.app.state.enqueuer
 
 
-def _metrics(request: Request) -> Metrics:
+async def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
@@ -41,7 +41,7 @@ _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <API 
 _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
 
 
-def current_principal(
+async def current_principal(
     request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     api_key: Annotated[str | None, Depends(_api_key)],
@@ -59,7 +59,7 @@ def current_principal(
             headers={"WWW-Authenticate": "Bearer"},
         )
     limiter: RateLimiter = request.app.state.limiter
-    limiter.check(principal.key_id)
+    await limiter.check(principal.key_id)
     return principal
 
 

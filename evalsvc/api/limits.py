@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import redis
+import redis.asyncio
 
 from evalsvc.api.problems import ProblemError, retry_after
 from evalsvc.service.state import JobStore, P
@@ -32,18 +32,22 @@ return tostring(wait)
 
 
 class RateLimiter:
-    """A token bucket per API key, shared by every gateway process through one Lua script."""
+    """A token bucket per API key, shared by every gateway process through one Lua script.
 
-    def __init__(self, client: redis.Redis, rate_per_s: float, burst: int) -> None:
+    Asynchronous: every authenticated request passes here, and awaiting one Redis call on the event loop
+    is cheaper than handing each request to a worker thread to block on it.
+    """
+
+    def __init__(self, client: redis.asyncio.Redis, rate_per_s: float, burst: int) -> None:
         self.rate_per_s = rate_per_s
         self.burst = burst
         self._script = client.register_script(_TOKEN_BUCKET)
 
-    def check(self, key_id: str, cost: int = 1) -> None:
+    async def check(self, key_id: str, cost: int = 1) -> None:
         """Take `cost` tokens or raise 429 with the seconds until they are there."""
         if self.rate_per_s <= 0:
             return
-        raw = self._script(keys=[P + "ratelimit:" + key_id], args=[self.rate_per_s, self.burst, cost])
+        raw = await self._script(keys=[P + "ratelimit:" + key_id], args=[self.rate_per_s, self.burst, cost])
         wait = float(raw.decode() if isinstance(raw, bytes) else raw)
         if wait > 0:
             raise ProblemError(
