@@ -91,8 +91,15 @@ def test_torch_dynamo_imports_as_the_sandbox_uid() -> None:
     env = runner_environment(str(workdir))
     env["PATH"] = os.environ["PATH"]  # to find this interpreter's own prefix, as the warm template has it
     done = subprocess.run(
-        [sys.executable, "-c", probe], env=env, cwd=workdir, capture_output=True, text=True, timeout=120,
-        user=65532, group=65532, extra_groups=[],
+        [sys.executable, "-c", probe],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        user=65532,
+        group=65532,
+        extra_groups=[],
     )
     assert done.returncode == 0, done.stderr[-2000:]
     user, cache = done.stdout.split()

@@ -28,12 +28,16 @@ def _generator():  # type: ignore[no-untyped-def]
 def test_committed_json_is_the_generators_output() -> None:
     rendered = _generator().render()
     committed = {p.name: p.read_text() for p in DASHBOARDS.glob("*.json")}
-    assert set(committed) == set(rendered) == {
-        "fleet-overview.json",
-        "per-gpu.json",
-        "pipeline-stages.json",
-        "rewards-and-refusals.json",
-    }
+    assert (
+        set(committed)
+        == set(rendered)
+        == {
+            "fleet-overview.json",
+            "per-gpu.json",
+            "pipeline-stages.json",
+            "rewards-and-refusals.json",
+        }
+    )
     stale = [name for name, text in rendered.items() if committed[name] != text]
     assert not stale, f"{stale} differ: run python deploy/grafana/build_dashboards.py"
 
