@@ -157,12 +157,12 @@ def gateway_env(stack: Stack, data: Path) -> dict[str, str]:
 
 
 def start_gateway(
-    env: dict[str, str], port: int, log_path: Path, cwd: Path | None = None
+    env: dict[str, str], port: int, log_path: Path, workers: int, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """`evalsvc serve` as a child; `cwd` (with PYTHONPATH) picks which checkout's evalsvc it runs."""
     log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
     return subprocess.Popen(
-        [sys.executable, "-m", "evalsvc.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "evalsvc.cli", "serve", "--port", str(port), "--workers", str(workers)],
         env=env,
         cwd=cwd,
         stdout=log,
@@ -215,7 +215,7 @@ def run_single(args: argparse.Namespace, stack: Stack, data: Path) -> str:
     try:
         stack.start_redis()
         log_path = data / "logs" / "gateway.log"
-        gateway = start_gateway(gateway_env(stack, data), stack.port, log_path)
+        gateway = start_gateway(gateway_env(stack, data), stack.port, log_path, args.workers)
         base = f"http://127.0.0.1:{stack.port}"
         wait_live(base, gateway, log_path)
         task_id = create_task(base)
@@ -430,7 +430,7 @@ def run_compare(args: argparse.Namespace, stack: Stack, data: Path) -> str:
         urls, tasks = {}, {}
         for label, port, cwd in (("base", free_port(), tree), ("head", stack.port, None)):
             log_path = data / "logs" / f"gateway-{label}.log"
-            gateway = start_gateway(envs[label], port, log_path, cwd)
+            gateway = start_gateway(envs[label], port, log_path, args.workers, cwd)
             cleanup.callback(stop_gateway, gateway)
             urls[label] = f"http://127.0.0.1:{port}"
             wait_live(urls[label], gateway, log_path)
@@ -456,6 +456,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--batch-repeats", type=int, default=5)
+    ap.add_argument("--workers", type=int, default=1, help="gateway processes (uvicorn --workers)")
     ap.add_argument("--compare", metavar="REV", help="also run REV's gateway (a git worktree), alternated")
     ap.add_argument("--rounds", type=int, default=3, help="with --compare: ABBA rounds")
     args = ap.parse_args()

@@ -13,13 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import redis
-import redis.asyncio
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from evalsvc.api import batches, compile, devices, evaluations, health, profiles, suites, tasks
 from evalsvc.api.auth import Authenticator
@@ -29,6 +24,7 @@ from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics, MetricsMiddleware
 from evalsvc.api.orphans import sweep_forever
 from evalsvc.api.problems import as_problem_media, install_handlers
+from evalsvc.api.redis_clients import async_redis_client, redis_client
 from evalsvc.observability.logs import setup_logging
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
@@ -68,28 +64,6 @@ def create_app(settings: Settings, *, enqueuer: Enqueuer | None = None) -> FastA
 def create_app_from_env() -> FastAPI:
     """The factory uvicorn's worker processes call (`--workers N` needs an import string, not an app)."""
     return create_app(Settings())
-
-
-def redis_client(settings: Settings) -> redis.Redis:
-    """Fail fast: a gateway answers 503 quickly rather than hanging on an unreachable Redis."""
-    return redis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
-        health_check_interval=30,
-    )
-
-
-def async_redis_client(settings: Settings) -> redis.asyncio.Redis:
-    """The same fail-fast client for what runs on the event loop (the per-request rate limit)."""
-    return redis.asyncio.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        retry=AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
-        health_check_interval=30,
-    )
 
 
 def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAPI], Any]:

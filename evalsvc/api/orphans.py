@@ -18,9 +18,8 @@ import logging
 import anyio
 import redis
 from anyio import to_thread
-from kombu.exceptions import OperationalError
 
-from evalsvc.api.enqueue import Enqueuer
+from evalsvc.api.enqueue import Enqueuer, QueueUnavailable
 from evalsvc.service.records import State
 from evalsvc.service.state import JobStore
 from workers.celery_app import COMPILE_QUEUE
@@ -77,5 +76,5 @@ async def sweep_forever(
         try:
             await to_thread.run_sync(requeue_orphans, store, enqueuer)
             await to_thread.run_sync(requeue_stalled, store, enqueuer, stall_after_s)
-        except (redis.RedisError, OperationalError) as e:
+        except (redis.RedisError, QueueUnavailable) as e:
             log.warning("sweep skipped: %s", e)

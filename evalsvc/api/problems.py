@@ -15,10 +15,11 @@ import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+
+from evalsvc.api.enqueue import QueueUnavailable
 
 log = logging.getLogger("evalsvc.api")
 
@@ -174,7 +175,7 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(redis.RedisError, _on_redis)
-    app.add_exception_handler(BrokerError, _on_broker)
+    app.add_exception_handler(QueueUnavailable, _on_broker)
     app.add_exception_handler(Exception, _on_unexpected)
 
 

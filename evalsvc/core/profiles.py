@@ -182,8 +182,11 @@ def roofline(
 def kernel_base_name(name: str) -> str:
     """`void ns::relu_kernel<float>(float const*, int)` -> `relu_kernel`: comparable across the ptxas
     report and profiler traces."""
-    s = re.split(r"[<(]", name.strip().removeprefix("void "), maxsplit=1)[0].strip()
-    return s.rsplit("::", 1)[-1].split()[-1] if s else s
+    s = name.strip().removeprefix("void ")
+    s = s.replace("(anonymous namespace)::", "").replace("<unnamed>::", "").replace("unnamed::", "")
+    s = re.split(r"[<(]", s, maxsplit=1)[0].strip()
+    words = s.rsplit("::", 1)[-1].split()
+    return words[-1] if words else s
 
 
 def mark_own(kernels: list[KernelStat], own_names: list[str]) -> float | None:

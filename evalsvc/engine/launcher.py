@@ -16,6 +16,18 @@ from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import RunnerSetup, runner_main
 from evalsvc.sandbox.isolation import runner_uid
 
+# Imported once by the forkserver, so no runner pays for them per evaluation: torch._dynamo, which the
+# runner's operator trace (a dispatch mode) imports on first use (seconds in every evaluation's first
+# trial call on the H200), and torch.utils.cpp_extension, which every load_inline solution imports
+# (setuptools with it; 0.1-0.2 s here, suspected in the H200 runner's 0.7 s `load` answer).
+PRELOAD = [
+    "torch",
+    "torch._dynamo",
+    "torch.utils.cpp_extension",
+    "evalsvc.build.inline",
+    "evalsvc.engine.runner",
+]
+
 
 class RunnerDied(Exception):
     """The runner process ended without answering (crash, os._exit, a fatal CUDA error, a kill)."""
@@ -111,9 +123,7 @@ class RunnerLauncher:
         self.keep_spare = True  # the GPU worker benchmark turns it off to compare
         self._spare: RunnerHandle | None = None
         self._ctx = mp.get_context("forkserver")
-        # torch._dynamo too: the runner's operator trace (a dispatch mode) imports it on first use, which
-        # cost every evaluation seconds in its first trial call when each runner imported it anew
-        self._ctx.set_forkserver_preload(["torch", "torch._dynamo", "evalsvc.engine.runner"])
+        self._ctx.set_forkserver_preload(PRELOAD)
 
     def start(self, artifact: Path) -> RunnerHandle:
         """A runner for `artifact`: the spare started after the last evaluation when it is still alive

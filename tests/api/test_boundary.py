@@ -54,9 +54,9 @@ print(json.dumps(r.json()['id']))
     assert args == [job_id]
 
 
-def test_a_batch_is_published_in_order_in_pipelines(redis_url: str) -> None:
-    """enqueue_many publishes through Kombu's batch (pipelined pushes): every message arrives, in order,
-    as Celery's own message that a worker would run, also past one pipeline's size."""
+def test_a_batch_is_published_in_order(redis_url: str) -> None:
+    """enqueue_many pushes all messages at once: every one arrives, in order, as Celery's own message
+    (a fresh task id and delivery tag each) that a worker would run."""
     enqueuer = CeleryEnqueuer.from_settings(Settings(redis_url=redis_url))
     client = redis.Redis.from_url(redis_url)
     ids = [f"e_{i:04d}" for i in range(300)]
@@ -70,6 +70,8 @@ def test_a_batch_is_published_in_order_in_pipelines(redis_url: str) -> None:
     messages = [json.loads(m) for m in reversed(raw)]  # LPUSH: the first sent is the last in the list
     assert [m["headers"]["task"] for m in messages] == ["evalsvc.compile"] * len(ids)
     assert [json.loads(base64.b64decode(m["body"]))[0] for m in messages] == [[i] for i in ids]
+    assert len({m["headers"]["id"] for m in messages}) == len(ids)
+    assert len({m["properties"]["delivery_tag"] for m in messages}) == len(ids)
 
 
 def test_unreachable_broker_is_503_and_frees_the_job(redis_url: str) -> None:

@@ -104,6 +104,15 @@ def test_task_work_counts_inputs_weights_outputs_and_matmul_flops() -> None:
             "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32",
         ),
         ("void ns::softmax_rows_vec4<8>(float const*, float*, int, int)", "softmax_rows_vec4"),
+        (  # torch's softmax as the profiler names it (seen on the H200), and as Nsight Compute does
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::",
+            "cunn_SoftMaxForward",
+        ),
+        (
+            "void <unnamed>::cunn_SoftMaxForward<4, float, float, float, Epilogue>(T4 *, const T2 *, int)",
+            "cunn_SoftMaxForward",
+        ),
+        ("(anonymous namespace)::", ""),
     ],
 )
 def test_kernel_base_name(name: str, base: str) -> None:

@@ -1,0 +1,34 @@
+"""The gateway's Redis clients: fail fast, so a request answers 503 quickly rather than hanging on an
+unreachable Redis (the problem handlers map `redis.RedisError` to 503)."""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from evalsvc.settings import Settings
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """Fail fast: a gateway answers 503 quickly rather than hanging on an unreachable Redis."""
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
+        health_check_interval=30,
+    )
+
+
+def async_redis_client(settings: Settings) -> redis.asyncio.Redis:
+    """The same fail-fast client for what runs on the event loop (the per-request rate limit)."""
+    return redis.asyncio.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
+        health_check_interval=30,
+    )
