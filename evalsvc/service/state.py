@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from typing import Any
 
 import redis
+from redis.commands.core import Script
 
 from evalsvc.core.results import CompileReport, EvaluationResult, Status
 from evalsvc.core.tasks import TaskSpec
@@ -145,17 +147,17 @@ class JobStore:
     def create_jobs(self, items: list[tuple[Job, str | None, str | None]]) -> list[tuple[Job, bool]]:
         """`create_job` for many (job, dedup key, idempotency key) at once: one round trip for all
         (a pipeline of the same script, each call still atomic), so a batch of 512 is not 512 trips."""
-        pipe = self.r.pipeline(transaction=False)
         now = time.time()
+        calls = []
         for job, dedup_key, idempotency_key in items:
             idem = P + "idem:" + idempotency_key if idempotency_key else ""
             dedup = P + "dedup:" + dedup_key if dedup_key else ""
             keys = [idem, dedup, self._job_key(job.id), P + "inflight:" + job.tenant, UNQUEUED, PROGRESS]
             doc, ttls = job.model_dump_json(), (self.retention_s, self.idempotency_ttl_s)
-            args = [job.id, doc, job.state.value, *ttls, self._job_key(""), now]
-            self._create(keys=keys, args=args, client=pipe)
+            calls.append([len(keys), *keys, job.id, doc, job.state.value, *ttls, self._job_key(""), now])
         out = []
-        for (job, _, _), (raw_id, how) in zip(items, pipe.execute(), strict=True):
+        replies = self._evalsha_pipeline(self._create, calls)
+        for (job, _, _), (raw_id, how) in zip(items, replies, strict=True):
             if how == b"new":
                 out.append((job, False))
                 continue
@@ -165,6 +167,22 @@ class JobStore:
             else:
                 out.append((found, True))
         return out
+
+    def _evalsha_pipeline(self, script: Script, calls: list[list[Any]]) -> list[Any]:
+        """Run `script` once per call in one pipelined round trip. By its hash alone: redis-py's pipeline
+        would first ask SCRIPT EXISTS, a second round trip on every submission. When the server lost
+        its script cache (a restart), none of the calls ran: load it and send them again."""
+        for attempt in (0, 1):
+            pipe = self.r.pipeline(transaction=False)
+            for call in calls:
+                pipe.evalsha(script.sha, *call)
+            try:
+                return pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                self.r.script_load(script.script)
+        raise AssertionError("unreachable")
 
     def _claim(self, key: str, value: str, ttl: int) -> str | None:
         """SET NX; returns the value already there, or None when this call claimed the key."""

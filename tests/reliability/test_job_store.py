@@ -57,6 +57,23 @@ def test_concurrent_creates_with_one_key_make_one_job(redis_url: str) -> None:  
     client.close()
 
 
+def test_creates_survive_a_flushed_script_cache(redis_url: str) -> None:  # noqa: F811
+    """Jobs are created by the script's hash alone (no SCRIPT EXISTS trip): after the server forgets its
+    scripts (as a restart does), the next create loads it again and every job is stored once."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    try:
+        store.create_job(_job("e_before"), dedup_key="d-before", idempotency_key=None)
+        client.script_flush()
+        made = store.create_jobs([(_job(f"e_after_{i}"), f"d-after-{i}", None) for i in range(3)])
+        again, existed = store.create_job(_job("e_dup"), dedup_key="d-after-1", idempotency_key=None)
+        store.mark_queued("e_before", *(j.id for j, _ in made))  # not left for the sweep tests below
+    finally:
+        client.close()
+    assert [(j.id, existed) for j, existed in made] == [(f"e_after_{i}", False) for i in range(3)]
+    assert again.id == "e_after_1" and existed
+
+
 def test_a_job_stored_but_never_queued_is_swept_into_the_queue(redis_url: str) -> None:  # noqa: F811
     """The gateway died between storing a job and queueing it (seen in the soak as accepted ids that
     never finished): the sweep queues it once; queued and finished jobs are left alone."""
