@@ -127,6 +127,7 @@ def main() -> int:  # noqa: C901 - one linear script of independent parts
     ap.add_argument(
         "--only", nargs="*", default=None, help="task ids (default: every task with a CUDA solution)"
     )
+    ap.add_argument("--references-only", action="store_true", help="no candidates (and nothing to compile)")
     ap.add_argument("--ncu-reference", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ncu_reference:
@@ -162,6 +163,9 @@ def main() -> int:  # noqa: C901 - one linear script of independent parts
         kind = "cuda" if args.device.startswith("cuda") else "cpu"  # cpu: a smoke run of the script itself
         selected = [c for c in cases(kind) if c.expect == "ok" and (not args.only or c.task_id in args.only)]
         first = [c for c in selected if c.task_id in HAND] + [c for c in selected if c.task_id not in HAND]
+        if args.references_only:
+            state["cases"] = first
+            return
         with ThreadPoolExecutor(args.jobs) as pool:
             outcomes = list(pool.map(lambda c: pipe.compiler.compile(c.solution()), first))
         state["cases"] = [c for c, o in zip(first, outcomes, strict=True) if o.status.value == "ok"]
@@ -173,6 +177,8 @@ def main() -> int:  # noqa: C901 - one linear script of independent parts
     run.out["rows"] = rows
 
     def candidate(case: SuiteCase) -> None:
+        if args.references_only:
+            return
         pipe = state["pipe"]
         opts = EvalOptions(trials=2, timing_budget_s=0.5, timing_pool=2, compile_baseline=False, profile=True)
         r = pipe.evaluate(case.task(), case.solution(), opts)

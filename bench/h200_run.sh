@@ -30,8 +30,8 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     worker) timeout ${WORKER_TIMEOUT:-500} python3 -m bench.gpu_worker --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --evals ${EVALS:-64} --compare-evals ${COMPARE_EVALS:-16} ${LIMIT:+--limit $LIMIT} ;;
-    fidelity) timeout ${FIDELITY_TIMEOUT:-400} python3 -m bench.timing_fidelity --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-4} ;;
-    profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ${PROFILE_ONLY:+--only $PROFILE_ONLY} ;;
+    fidelity) timeout ${FIDELITY_TIMEOUT:-400} python3 -m bench.timing_fidelity --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-4} ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} ;;
+    profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ${PROFILE_ONLY:+--only $PROFILE_ONLY} ${PROFILE_REFERENCES_ONLY:+--references-only} ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
     transport) timeout 120 python3 -m bench.transport --device cuda --mb 80 --rounds 5 ;;

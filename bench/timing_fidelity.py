@@ -39,12 +39,14 @@ def relu_task(rows: int) -> TaskSpec:
     return TaskSpec(source=src, name=f"relu_{rows}x4096")
 
 
-def subjects() -> list[tuple[str, TaskSpec, Path]]:
+def subjects(only: list[str] | None) -> list[tuple[str, TaskSpec, Path]]:
+    """The kernels timed: ReLU at three sizes and the bundled matmul; `only` keeps names containing one
+    of its words."""
     relu_sol = EXAMPLES / "l1/relu/cuda_ok.py"
     out = [(f"relu {size} ({rows}x4096)", relu_task(rows), relu_sol) for size, rows in RELU_ROWS.items()]
     mm = next(c for c in cases("cuda") if c.task_id == "l1/matmul" and c.expect == "ok")
     out.append(("matmul (bundled task)", mm.task(), mm.solution_path))
-    return out
+    return [s for s in out if not only or any(word in s[0] for word in only)]
 
 
 PROBE = r"""
@@ -154,13 +156,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", nargs="*", default=None, help="subjects whose name contains one of these")
     args = ap.parse_args()
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
     pipe = make_local_pipeline(settings, with_pch=False)
     ext_dir = settings.data_dir / "bench-extensions"
     opts = EvalOptions(compile_baseline=False)
     rows = []
-    for name, spec, sol_path in subjects():
+    for name, spec, sol_path in subjects(args.only):
         from evalsvc.cli_files import read_solution
 
         t0 = time.monotonic()
