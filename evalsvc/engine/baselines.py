@@ -37,12 +37,25 @@ class BaselineKeys:
     compiled: str
 
 
+# In every baseline's key: when `timing.measure` changes how it times, baselines cached before are not
+# comparable with candidates timed after. 2: no synchronize between the L2 flush and the start event
+# (the host's launch latency no longer timed).
+TIMING_METHOD_VERSION = 2
+
+
 def baseline_keys(
     spec: TaskSpec, device_name: str, torch_version: str, timing_budget_s: float, target_rel_ci: float
 ) -> BaselineKeys:
     """Keys of a task's eager and torch.compile (in the task's mode) baselines on one device class."""
     meta = spec.meta
     key = content_hash(
-        spec.id, device_name, torch_version, meta.precision.value, meta.tf32, timing_budget_s, target_rel_ci
+        spec.id,
+        device_name,
+        torch_version,
+        meta.precision.value,
+        meta.tf32,
+        timing_budget_s,
+        target_rel_ci,
+        TIMING_METHOD_VERSION,
     )
     return BaselineKeys(eager="eager:" + key, compiled=f"compile:{meta.compile_mode}:{key}")
