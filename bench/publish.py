@@ -1,6 +1,6 @@
 """Publishing a batch of compile jobs to the broker, side by side in one run: Celery's `send_task` per job
-on one connection (its default declares the queue for every message) against `Enqueuer.enqueue_many`
-(Kombu's publish batch, the queue declared once), alternating, on a real redis-server.
+on one connection against `Enqueuer.enqueue_many` (Celery's own messages, all pushed with one LPUSH),
+alternating, on a real redis-server.
 
     python -m bench.publish --jobs 512 --rounds 8
 """
