@@ -55,18 +55,19 @@ class CeleryEnqueuer:
         return cls(make_celery(settings), redis_client(settings))
 
     def enqueue(self, job_id: str) -> None:
-        self._push(COMPILE_QUEUE, [self.message(COMPILE_TASK, [job_id], COMPILE_QUEUE)])
+        self.enqueue_many([job_id])
 
     def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
         self._push(queue, [self.message(PROFILE_TASK, [task_id, device_class], queue)])
 
     def enqueue_many(self, job_ids: list[str]) -> None:
-        if job_ids:
-            self._push(COMPILE_QUEUE, [self.message(COMPILE_TASK, [j], COMPILE_QUEUE) for j in job_ids])
+        self._push(COMPILE_QUEUE, [self.message(COMPILE_TASK, [j], COMPILE_QUEUE) for j in job_ids])
 
     def _push(self, queue: str, messages: list[bytes]) -> None:
         """One LPUSH for all: Kombu's consumer pops from the right, so the first pushed is delivered
         first, as with one push per message."""
+        if not messages:
+            return
         try:
             self.client.lpush(queue, *messages)
         except redis.RedisError as e:

@@ -12,23 +12,21 @@ from redis.retry import Retry
 from evalsvc.settings import Settings
 
 
+def _fail_fast(settings: Settings) -> dict[str, object]:
+    return {
+        "socket_timeout": settings.redis_timeout_s,
+        "socket_connect_timeout": settings.redis_timeout_s,
+        "health_check_interval": 30,
+    }
+
+
 def redis_client(settings: Settings) -> redis.Redis:
     """Fail fast: a gateway answers 503 quickly rather than hanging on an unreachable Redis."""
-    return redis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
-        health_check_interval=30,
-    )
+    retry = Retry(ExponentialBackoff(cap=0.1, base=0.01), retries=1)
+    return redis.Redis.from_url(settings.redis_url, retry=retry, **_fail_fast(settings))
 
 
 def async_redis_client(settings: Settings) -> redis.asyncio.Redis:
-    """The same fail-fast client for what runs on the event loop (the per-request rate limit)."""
-    return redis.asyncio.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        retry=AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=1),
-        health_check_interval=30,
-    )
+    """The same client for what runs on the event loop (the per-request rate limit)."""
+    retry = AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), retries=1)
+    return redis.asyncio.Redis.from_url(settings.redis_url, retry=retry, **_fail_fast(settings))

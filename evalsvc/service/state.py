@@ -172,17 +172,18 @@ class JobStore:
         """Run `script` once per call in one pipelined round trip. By its hash alone: redis-py's pipeline
         would first ask SCRIPT EXISTS, a second round trip on every submission. When the server lost
         its script cache (a restart), none of the calls ran: load it and send them again."""
-        for attempt in (0, 1):
+
+        def send() -> list[Any]:
             pipe = self.r.pipeline(transaction=False)
             for call in calls:
                 pipe.evalsha(script.sha, *call)
-            try:
-                return pipe.execute()
-            except redis.exceptions.NoScriptError:
-                if attempt:
-                    raise
-                self.r.script_load(script.script)
-        raise AssertionError("unreachable")
+            return pipe.execute()
+
+        try:
+            return send()
+        except redis.exceptions.NoScriptError:
+            self.r.script_load(script.script)
+            return send()
 
     def _claim(self, key: str, value: str, ttl: int) -> str | None:
         """SET NX; returns the value already there, or None when this call claimed the key."""
