@@ -3,10 +3,14 @@
 - Orphans: a job stored but never queued (its gateway died between the two steps). Without the sweep it
   stays `queued` forever, and a client retrying with the same Idempotency-Key (or the same content) is
   handed that job again.
-- Stalled jobs: no state change for `redelivery_after_s` while the queue it waits in is empty. The
-  broker lost its message: Kombu's Redis transport pops a message (BRPOP) before it records it as
+- Stalled jobs: no state change for twice `redelivery_after_s` while the queue it waits in is empty.
+  The broker lost its message: Kombu's Redis transport pops a message (BRPOP) before it records it as
   unacked, so a Redis restart between the two drops it (seen as one job in a batch of four never
   finishing after a restart). The job is sent to its compile stage again; a cached build routes it on.
+  The broker gets the first period: a message unacked by a killed worker is put back by Kombu itself
+  once `redelivery_after_s` old, which is also when the job's last progress (that delivery starting)
+  turns that old. Sweeping at the same age sent a second copy beside Kombu's, and the two deliveries
+  counted two attempts for one interruption (seen: a job killed once ended `job_abandoned`).
 
 A job queued twice is harmless: the workers skip finished jobs and a result is written once.
 """
@@ -68,9 +72,10 @@ def requeue_stalled(store: JobStore, enqueuer: Enqueuer, after_s: float) -> list
 
 
 async def sweep_forever(
-    store: JobStore, enqueuer: Enqueuer, stall_after_s: float, every_s: float = SWEEP_EVERY_S
+    store: JobStore, enqueuer: Enqueuer, redelivery_after_s: float, every_s: float = SWEEP_EVERY_S
 ) -> None:
     """The gateway's background loop (every gateway process runs one; duplicates are harmless)."""
+    stall_after_s = 2 * redelivery_after_s  # after the broker's own redelivery had its chance
     while True:
         await anyio.sleep(every_s)
         try:
