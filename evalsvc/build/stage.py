@@ -169,6 +169,7 @@ class Compiler:
             log_excerpt=parts["log_excerpt"] or (build.message or "")[-4000:],
             diagnostics=parts["diagnostics"],
             resources=parts["resources"],
+            light_headers=any(e.light_headers for e in build.extensions),
         )
         if build.not_static:
             finding = Finding(rule="non_static_sources", message=build.message or "")

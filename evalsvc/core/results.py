@@ -131,6 +131,11 @@ class CompileReport(BaseModel):
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     log_excerpt: str = ""
     resources: list[KernelResources] = Field(default_factory=list)
+    light_headers: bool = Field(
+        False,
+        description="the CUDA sources were built against the torch headers they use, not torch/extension.h "
+        "(same sources otherwise; faster with nvcc); false: built as written",
+    )
     artifact_key: str | None = None
 
 
