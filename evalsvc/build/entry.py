@@ -242,7 +242,7 @@ def build_cuda_agent(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Buil
         "cuda_extension",
         "cuda_extension",
         sources,
-        ["-O3", "-std=c++17"],
+        ["-O3"],  # CUDA Agent's -std=c++17 is gone: torch's headers now require C++20 (torch sets it)
         ["-O3", "--use_fast_math"],
         [],
         [work, work / "kernels"],

@@ -48,6 +48,22 @@ def cuda_arch_flags(arch: str) -> list[str]:
     ]
 
 
+def vendor_include_flags() -> list[str]:
+    """`-isystem` for the headers of CUDA's libraries in NVIDIA's pip wheels (`nvidia/*/include`).
+
+    torch's own headers include them (`ATen/cuda/CUDAContext.h`, which most CUDA solutions include for
+    the current stream, includes `cusparse.h` and `cublas_v2.h`), and a toolkit of nvcc and the runtime
+    alone lacks them. They come after torch's and CUDA_HOME's include directories, so a full toolkit's
+    headers win.
+    """
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels, installed with a CUDA build of torch
+    except ImportError:
+        return []
+    dirs = sorted({p for root in nvidia.__path__ for p in Path(root).glob("*/include") if p.is_dir()})
+    return [f"-isystem {d}" for d in dirs]
+
+
 def _call_with_known_kwargs(fn, **kwargs):  # type: ignore[no-untyped-def]
     """torch's private helpers gained parameters over versions (SYCL); pass only what this one takes."""
     params = inspect.signature(fn).parameters
@@ -64,13 +80,14 @@ def write_ninja_file(b: ExtensionBuild) -> None:
         verbose=False,
         is_standalone=False,
     )
+    vendor = vendor_include_flags() if b.with_cuda else []
     _call_with_known_kwargs(
         cx._write_ninja_file_to_build_library,
         path=str(b.build_dir / "build.ninja"),
         name=b.name,
         sources=[str(s) for s in b.sources],
-        extra_cflags=list(b.cflags),
-        extra_cuda_cflags=list(b.cuda_cflags),
+        extra_cflags=[*b.cflags, *vendor],
+        extra_cuda_cflags=[*b.cuda_cflags, *vendor],
         extra_sycl_cflags=[],
         extra_ldflags=ldflags,
         extra_include_paths=[str(p) for p in b.include_dirs],

@@ -59,3 +59,12 @@ def test_cuda_compile_error_points_at_the_written_line(pipeline) -> None:  # typ
     # load_inline puts three include lines in front of the solution's CUDA text
     written = 3 + next(i for i, line in enumerate(cuda_source.split("\n")) if "empty_like(x)" in line) + 1
     assert errors[0].line in (written, written + 1), (errors[0], written)
+
+
+def test_cuda_agent_tree_builds(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """The bundled CUDA Agent tree: its binding includes `ATen/cuda/CUDAContext.h` (which needs
+    cuSPARSE's and cuBLAS's headers, from NVIDIA's wheels here) and builds with torch's C++ standard."""
+    sol = read_solution(EXAMPLES / "l2" / "gemm_bias_relu" / "cuda_agent")
+    outcome = pipeline.compiler.compile(sol)
+    assert outcome.status is Status.OK, (outcome.message, outcome.report.log_excerpt[-2000:])
+    assert any("splitk_reduce_kernel" in r.kernel for r in outcome.report.resources), outcome.report.resources
