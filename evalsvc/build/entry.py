@@ -238,14 +238,15 @@ def build_cuda_agent(spec: JobSpec, src: Path, scratch: Path, out: Path) -> Buil
             *(work / "kernels").glob("*.cu"),
         ]
     )
+    cflags = ["-O3"]  # CUDA Agent's -std=c++17 is gone: torch's headers now require C++20 (torch sets it)
     rep = _build(
         "cuda_extension",
         "cuda_extension",
         sources,
-        ["-O3"],  # CUDA Agent's -std=c++17 is gone: torch's headers now require C++20 (torch sets it)
+        cflags,
         ["-O3", "--use_fast_math"],
         [],
-        [work, work / "kernels"],
+        [work, work / "kernels", *_pch_includes(cflags)],
         True,
         spec,
         scratch,
