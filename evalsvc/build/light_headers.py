@@ -10,9 +10,10 @@ ATen operator the file names: what the static checks' allowlist lets a kernel's 
 build is tried this way first; a file that needs more (`at::parallel_for`, a header torch includes
 for it) fails in the compiler's front end within seconds, and is then built as written.
 
-The prelude is written beside the sources by trusted code. Semantics: `torch::empty_like` and the
-other factories resolve to ATen's, which differ from `torch/types.h`'s only in honouring
-`requires_grad` in the options, which an extension's outputs do not carry anyway.
+The compile job writes the prelude beside the sources, inside the sandbox like everything it builds.
+Semantics: `torch::empty_like` and the other factories resolve to ATen's, which differ from
+`torch/types.h`'s only in honouring `requires_grad` in the options, which an extension's outputs do not
+carry anyway; the correctness trials judge the result either way.
 """
 
 from __future__ import annotations
