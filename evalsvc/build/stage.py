@@ -28,7 +28,7 @@ from evalsvc.store.artifacts import ArtifactStore
 MAX_SOURCES_BYTES = 8 * 1024 * 1024
 # Part of every artifact key: bump it when the way sources become a library changes (flags, PCH use),
 # so cached builds and cached compile errors of the old recipe are not served.
-BUILD_RECIPE = "2"
+BUILD_RECIPE = "3"  # 3: light torch headers for .cu, wheel include dirs, CUDA Agent flags
 
 
 class Manifest(BaseModel):
