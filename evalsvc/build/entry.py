@@ -151,8 +151,9 @@ def _lighten(sources: list[Path]) -> dict[Path, str]:
     if not light:
         return {}
     header = prelude(operators_named(list(cuda.values()), torch_ops_dir()))
+    for directory in {p.parent for p in light}:
+        (directory / PRELUDE_NAME).write_text(header)
     for path, text in light.items():
-        (path.parent / PRELUDE_NAME).write_text(header)
         path.write_text(text)
     return {p: cuda[p] for p in light}
 

@@ -102,6 +102,6 @@ def lighten(text: str) -> str | None:
 
 def torch_ops_dir() -> Path:
     """Where this torch keeps its per-operator headers."""
-    from torch.utils import cpp_extension as cx
+    from evalsvc.build.ninja_build import torch_include_dir
 
-    return Path(cx.include_paths("cpu")[0]) / "ATen" / "ops"
+    return torch_include_dir() / "ATen" / "ops"

@@ -48,6 +48,11 @@ def cuda_arch_flags(arch: str) -> list[str]:
     ]
 
 
+def torch_include_dir() -> Path:
+    """torch's own header directory (`torch/extension.h`, `ATen/ops/*.h`)."""
+    return Path(cx.include_paths("cpu")[0])
+
+
 def vendor_include_flags() -> list[str]:
     """`-isystem` for the headers of CUDA's libraries in NVIDIA's pip wheels (`nvidia/*/include`).
 

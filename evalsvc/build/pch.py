@@ -39,9 +39,9 @@ def _cxx_cflags(extra_cflags: list[str], scratch: Path) -> list[str]:
 
 
 def build_pch(out: Path, extra_cflags: list[str]) -> Path:
-    import torch.utils.cpp_extension as cx
+    from evalsvc.build.ninja_build import torch_include_dir
 
-    header = Path(cx.include_paths("cpu")[0]) / "torch" / "extension.h"
+    header = torch_include_dir() / "torch" / "extension.h"
     target = out / pch_subdir(extra_cflags) / "torch" / "extension.h.gch"
     target.parent.mkdir(parents=True, exist_ok=True)
     # gcc resolves a second `#include <torch/extension.h>` (load_inline adds one, most solutions another)
