@@ -1,4 +1,5 @@
-"""Baseline timings cached per (task, device, torch, mode, precision): a fleet measures them once.
+"""Baseline timings cached per (task, device, torch, mode, precision): a fleet measures them once (eager,
+torch.compile, and eager's CUDA-graph timing shown beside small candidates).
 
 `baseline_keys` is the one definition of the key, shared by the judge (which reads and fills the cache on
 evaluation) and task vetting (which fills it ahead of any evaluation).
@@ -35,6 +36,7 @@ class MemoryBaselineCache:
 class BaselineKeys:
     eager: str
     compiled: str
+    eager_graph: str  # eager timed from CUDA-graph replays (display beside small candidates)
 
 
 # In every baseline's key: when `timing.measure` changes how it times, baselines cached before are not
@@ -58,4 +60,6 @@ def baseline_keys(
         target_rel_ci,
         TIMING_METHOD_VERSION,
     )
-    return BaselineKeys(eager="eager:" + key, compiled=f"compile:{meta.compile_mode}:{key}")
+    return BaselineKeys(
+        eager="eager:" + key, compiled=f"compile:{meta.compile_mode}:{key}", eager_graph="eager-graph:" + key
+    )

@@ -27,7 +27,7 @@ from evalsvc.core.results import (
     TimingStats,
     TrialCheck,
 )
-from evalsvc.engine.baselines import BaselineCache, baseline_keys
+from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
@@ -99,6 +99,7 @@ class Judge:
         verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
         handle = self.launcher.start(artifact)
         try:
+            self._runner_ready(handle)
             self._load(handle, task, reference, meta.tf32)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
@@ -109,10 +110,11 @@ class Judge:
                 for s in seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
             ]
             relative = verdict.correctness.relative_check
+            self.launcher.settle()  # the next evaluation's runner finishes starting before anything is timed
             verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
-                self._time_graphs(handle, reference, pool[0], verdict.timings)
+                self._time_graphs(handle, task, reference, pool[0], options, verdict.timings)
             if options.profile:
                 verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
@@ -126,8 +128,7 @@ class Judge:
         verdict.roofline = self._roofline(task, reference, pool[0], verdict.timings)
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
-            self._nsight(verdict.profile, artifact, task, reference, pool[0])
-        self.launcher.prestart()  # after every timing of this evaluation, so it disturbs none
+            self._nsight(verdict.profile, artifact, task, reference, pool[0], handle.uid)
         return verdict
 
     def _roofline(
@@ -165,6 +166,7 @@ class Judge:
         task: LoadedTask,
         reference: torch.nn.Module,
         inputs: list[Any],
+        uid: int,
     ) -> None:
         """Nsight Compute's metrics for the first kernels, in a process of its own (optional)."""
         if self.device.type != "cuda":
@@ -174,7 +176,7 @@ class Judge:
         else:
             load = self._load_message(task, reference, task.spec.meta.tf32)
             try:
-                profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device)
+                profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device, uid)
             except Exception as e:  # our own step failed: a note, never a failed evaluation
                 profile.ncu, note = [], f"Nsight Compute step failed: {type(e).__name__}: {e}"[:300]
             if note:
@@ -212,10 +214,17 @@ class Judge:
         return out
 
     def _time_graphs(
-        self, handle: RunnerHandle, reference: torch.nn.Module, inputs: list[Any], timings: Timings
+        self,
+        handle: RunnerHandle,
+        task: LoadedTask,
+        reference: torch.nn.Module,
+        inputs: list[Any],
+        options: EvalOptions,
+        timings: Timings,
     ) -> None:
-        """Launch-overhead-free timings of a small kernel and of eager, for display. Runs after the
-        verdict is settled; a candidate that cannot be captured in a graph simply gets none."""
+        """Launch-overhead-free timings of a small kernel and of eager (cached like the baselines), for
+        display. Runs after the verdict is settled; a candidate that cannot be captured in a graph simply
+        gets none."""
         try:
             msg = {"op": "time_graph", "inputs": inputs}
             reply = handle.request(msg, self.launcher.limits.call_timeout_s)
@@ -223,11 +232,15 @@ class Judge:
                 timings.candidate_graph = TimingStats.model_validate(reply["stats"])
         except (RunnerTimeout, RunnerDied, BadMessage, ValueError):
             return
-        try:
-            with torch.no_grad():
-                timings.eager_graph = measure_graph(reference, inputs, self.device)
-        except RuntimeError:
-            timings.eager_graph = None
+        key = self._baseline_keys(task, options).eager_graph
+        timings.eager_graph = self.baselines.get(key)
+        if timings.eager_graph is None:
+            try:
+                with torch.no_grad():
+                    timings.eager_graph = measure_graph(reference, inputs, self.device)
+            except RuntimeError:
+                return
+            self.baselines.put(key, timings.eager_graph)
 
     def _task_quality(self, task: LoadedTask, reference: torch.nn.Module) -> list[str]:
         """Checked once per task and process, on two fixed input sets."""
@@ -255,6 +268,16 @@ class Judge:
                 rule = "runtime_check"
             raise _Stop(status, error, rule=rule if status is Status.FORBIDDEN else None)
         return reply
+
+    def _runner_ready(self, handle: RunnerHandle) -> None:
+        """The runner's own start (no candidate code has run yet): a failure here is ours, not the
+        candidate's."""
+        try:
+            handle.wait_ready(self.launcher.limits.load_timeout_s)
+        except (RunnerTimeout, RunnerDied, BadMessage) as e:
+            raise _Stop(
+                Status.INTERNAL_ERROR, f"the runner did not start: {e}", failure=FailureKind.WORKER_ERROR
+            ) from None
 
     def _load_message(self, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> dict[str, Any]:
         state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
@@ -359,6 +382,10 @@ class Judge:
             ) from None
         return TimingStats.model_validate(reply["stats"])
 
+    def _baseline_keys(self, task: LoadedTask, options: EvalOptions) -> BaselineKeys:
+        budget, ci = options.timing_budget_s, options.target_rel_ci
+        return baseline_keys(task.spec, device_name(self.device), torch.__version__, budget, ci)
+
     def _baselines(
         self,
         task: LoadedTask,
@@ -370,13 +397,7 @@ class Judge:
         """Eager and torch.compile baselines from the cache, measured (and cached) only when missing;
         `timings` says which were cached and how long this evaluation spent measuring."""
         meta = task.spec.meta
-        keys = baseline_keys(
-            task.spec,
-            device_name(self.device),
-            torch.__version__,
-            options.timing_budget_s,
-            options.target_rel_ci,
-        )
+        keys = self._baseline_keys(task, options)
         policy = self._policy(options)
         started = time.monotonic()
         eager = self.baselines.get(keys.eager)

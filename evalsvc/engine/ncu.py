@@ -58,12 +58,13 @@ class NcuProbe:
     launch_count: int = 40
 
     def profile(
-        self, artifact: Path, load: dict[str, Any], inputs: list[Any], device: torch.device
+        self, artifact: Path, load: dict[str, Any], inputs: list[Any], device: torch.device, uid: int
     ) -> tuple[list[NcuKernel], str | None]:
-        """The metric rows of the first launch of each kernel, or none and why."""
+        """The metric rows of the first launch of each kernel, or none and why. `uid`: the one the
+        candidate's runner had (never the spare runner's)."""
         work = Path(tempfile.mkdtemp(prefix="evalsvc-ncu-", dir=self.scratch_root))
         try:
-            self.stage(work, artifact, load, inputs, device)
+            self.stage(work, artifact, load, inputs, device, uid)
             cmd = [
                 self.ncu, "--csv", "--page", "raw", "--print-units", "base", "--target-processes", "all",
                 "--launch-count", str(self.launch_count), "--metrics", ",".join(METRICS),
@@ -88,7 +89,13 @@ class NcuProbe:
             shutil.rmtree(work, ignore_errors=True)
 
     def stage(
-        self, work: Path, artifact: Path, load: dict[str, Any], inputs: list[Any], device: torch.device
+        self,
+        work: Path,
+        artifact: Path,
+        load: dict[str, Any],
+        inputs: list[Any],
+        device: torch.device,
+        uid: int,
     ) -> None:
         """Everything the target process reads: the artifact and one job file (load message, inputs)."""
         shutil.copytree(artifact, work / "artifact")
@@ -97,6 +104,7 @@ class NcuProbe:
             "inputs": [a.cpu() if isinstance(a, torch.Tensor) else a for a in inputs],
             "device": str(device),
             "isolate": self.isolate,
+            "uid": uid,
             "memory_bytes": self.memory_bytes,
         }
         torch.save(job, work / "job.pt")

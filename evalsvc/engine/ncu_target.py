@@ -14,8 +14,6 @@ from pathlib import Path
 
 import torch
 
-from evalsvc.sandbox.isolation import runner_uid
-
 
 def _ncu_variables() -> dict[str, str]:
     keep = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "LD_PRELOAD", "LD_LIBRARY_PATH")
@@ -58,7 +56,7 @@ def main(workdir: Path) -> None:
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
         torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
-    _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]), runner_uid(str(device)))
+    _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]), int(job["uid"]))
     from evalsvc.engine.runner import Candidate
 
     torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))

@@ -8,6 +8,7 @@ touches the candidate. Everything it reports is re-checked by the judge.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.util
 import os
 import resource
@@ -29,6 +30,8 @@ from evalsvc.sandbox.isolation import (
     private_filesystem_view,
     unshare_network,
 )
+
+READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
 
 
 @dataclass(frozen=True)
@@ -351,5 +354,10 @@ def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None) -> None:
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
         _warm(device)
+    # What every load_inline solution imports, here rather than in the forkserver (launcher.PRELOAD says
+    # why): a spare runner does it before its evaluation begins.
+    importlib.import_module("torch.utils.cpp_extension")
+
+    send(conn, READY)
     Server(conn, device, workdir, arena).serve()
     os._exit(0)

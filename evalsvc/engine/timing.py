@@ -94,7 +94,7 @@ def measure_graph(
     inputs: Sequence[Any],
     device: torch.device,
     calls: int = 20,
-    rounds: int = 25,
+    rounds: int = 10,
     flush_bytes: int = 256 * 1024 * 1024,
 ) -> TimingStats:
     """Device time per call without the CPU's launch overhead, for kernels of a few microseconds.

@@ -18,15 +18,19 @@ class IsolationError(RuntimeError):
     """Isolation that was asked for could not be set up; never continue with less."""
 
 
-def runner_uid(device: str) -> int:
-    """The uid a device's runners drop to: one per device, none shared with the compile sandbox (65532).
-    RLIMIT_NPROC counts every process and thread of a uid on the host, so runners of eight GPUs and the
-    compile containers under one uid would share one budget of 512 (seen as "libgomp: Thread creation
-    failed" when two stacks ran on one machine). The CPU device's runners take the base uid."""
+def runner_uid(device: str, slot: int = 0) -> int:
+    """The uid a device's runners drop to: two per device (`slot` 0 or 1, alternating, so the spare runner
+    that warms up beside a candidate cannot be signalled or traced by it), none shared with the compile
+    sandbox (65532). RLIMIT_NPROC counts every process and thread of a uid on the host, so runners of
+    eight GPUs and the compile containers under one uid would share one budget of 512 (seen as "libgomp:
+    Thread creation failed" when two stacks ran on one machine). The CPU device's runners take the base
+    uids."""
+    if slot not in (0, 1):
+        raise ValueError(f"runner uid slot must be 0 or 1, not {slot}")
     if not device.startswith("cuda"):
-        return RUNNER_UID_BASE
+        return RUNNER_UID_BASE + slot
     _, _, index = device.partition(":")
-    return RUNNER_UID_BASE + 1 + (int(index) if index else 0)
+    return RUNNER_UID_BASE + 2 * (1 + (int(index) if index else 0)) + slot
 
 
 def unshare_network() -> None:

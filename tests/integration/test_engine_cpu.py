@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -59,10 +59,37 @@ def test_torch_compile_baseline_and_reward(pipeline) -> None:  # type: ignore[no
     assert result.milestone in (1, 2, 3)
 
 
-def test_runners_run_as_their_devices_own_uid(pipeline) -> None:  # type: ignore[no-untyped-def]
+def _real_uid(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("Uid:")[1].split()[0])
+
+
+def _can_signal(uid: int, pid: int) -> bool:
+    """Whether a process running as `uid` may send `pid` a signal (signal 0: checked, not sent)."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os.kill(pid, 0)
+            os._exit(0)
+        except PermissionError:
+            os._exit(1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    assert code in (0, 1), code
+    return code == 0
+
+
+def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) -> None:  # type: ignore[no-untyped-def]
     """RLIMIT_NPROC counts every process and thread of a uid on the host: runners of different GPUs, and
-    the compile sandbox, must not share one uid's budget."""
-    assert len({runner_uid("cpu"), runner_uid("cuda"), runner_uid("cuda:1"), SANDBOX_UID}) == 4
+    the compile sandbox, must not share one uid's budget. The spare runner warms up beside a candidate,
+    so it must have the device's other uid: a candidate cannot signal (SIGSTOP) the next tenant's runner."""
+    uids = {runner_uid(d, slot) for d in ("cpu", "cuda", "cuda:1") for slot in (0, 1)}
+    assert len(uids | {SANDBOX_UID}) == 7
     assert runner_uid("cuda") == runner_uid("cuda:0")
     launcher = pipeline.evaluator.judge.launcher
     if not launcher.isolate:
@@ -72,13 +99,17 @@ def test_runners_run_as_their_devices_own_uid(pipeline) -> None:  # type: ignore
     with tempfile.TemporaryDirectory() as tmp:
         artifact = Path(tmp) / "artifact"
         assert pipeline.evaluator.store.fetch(outcome.artifact_key, artifact)
-        handle = launcher.start(artifact)
+        first = launcher.start(artifact)
+        second = launcher.start(artifact)  # the spare that started beside `first`
     try:
-        status = Path(f"/proc/{handle.proc.pid}/status")
-        deadline = time.monotonic() + 60
-        while f"\t{runner_uid('cpu')}\t" not in status.read_text().split("Uid:")[1].split("\n")[0]:
-            assert time.monotonic() < deadline, status.read_text()
-            time.sleep(0.1)
-        assert (handle.scratch / "artifact").stat().st_uid == runner_uid("cpu")
+        for handle in (first, second):
+            handle.wait_ready(120)
+            assert _real_uid(handle.proc.pid) == handle.uid
+            assert (handle.scratch / "artifact").stat().st_uid == handle.uid
+        assert {first.uid, second.uid} == set(launcher.uids)
+        assert _can_signal(first.uid, first.proc.pid)  # the probe works: its own uid's runner
+        assert not _can_signal(first.uid, second.proc.pid)
     finally:
-        handle.close()
+        first.close()
+        second.close()
+        launcher.close()
