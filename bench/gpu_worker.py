@@ -157,6 +157,10 @@ def main() -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = list(pool.map(lambda c: pipe.compiler.compile(c.solution()), honest))
     print(f"compiled {len(honest)} solutions in {time.monotonic() - t0:.1f} s", flush=True)
+    for c, o in zip(honest, outcomes, strict=True):
+        light = o.report.light_headers if o.report else None
+        took = o.report.duration_s if o.report else None
+        print(f"  {c.name}: {o.status.value} light_headers={light} build_s={took}", flush=True)
     ready = [(c, o) for c, o in zip(honest, outcomes, strict=True) if o.artifact_key]
     evaluator = pipe.evaluator
     phases = phase_timer(evaluator.judge)
