@@ -18,7 +18,7 @@ from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
-from evalsvc.engine.judge import run_reference, set_precision, time_compiled
+from evalsvc.engine.judge import call_reference, set_precision, time_compiled
 from evalsvc.engine.taskload import LoadedTask, constant_outputs, load_task, zeros_pass
 from evalsvc.engine.timing import TimingPolicy, measure
 
@@ -205,7 +205,7 @@ class Vetter:
         record: VetRecord,
     ) -> None:
         def call(*a: Any) -> Any:
-            return run_reference(model, list(a), self.device)
+            return call_reference(model, list(a))
 
         key = self._keys(spec, policy).eager
         stats = self.baselines.get(key)

@@ -44,7 +44,9 @@ CORPUS = ROOT / "tests" / "corpus" / "pools"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())
 DEVICE_CLASS = "pools-ci"
 BUDGET = "0.3"
-WINDOW = ["--min-ms", "0.5", "--max-ms", "500"]  # honest CPU tasks are ok on shared, noisy cores
+# Honest CPU tasks are ok on shared, noisy cores of any speed (the conv took 0.2-0.4 ms on a fast day and
+# failed a 0.5 ms floor); the 16-number ReLU (a few µs) is still under the floor.
+WINDOW = ["--min-ms", "0.05", "--max-ms", "500"]
 
 SCALE_GELU = """import torch
 import torch.nn as nn
