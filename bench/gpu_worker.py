@@ -9,10 +9,9 @@ job of a task); that warm-up is reported on its own.
 Then `--evals` evaluations cycle through the solutions at the default options, as the GPU worker runs
 them (the same Evaluator the Celery task calls; no queue). NVML is sampled every 20 ms meanwhile.
 
-The batch runs twice: `--evals` evaluations with the default spare runner (started when the previous
-evaluation began, under the device's other uid, so its isolation, CUDA context and imports overlap that
-evaluation and are done when the next one begins), then `--compare-evals` with every runner started on
-demand.
+The batch runs twice: `--evals` evaluations with the default spare runners (two started ahead after
+each evaluation, so each one's isolation, CUDA context and imports overlap the evaluation before it is
+used; see `RunnerLauncher`), then `--compare-evals` with every runner started on demand.
 
 Overhead of one evaluation = its wall time minus the GPU time its trials need: the timed calls (median x
 count) of the candidate and of any baseline measured in it, and one candidate and one reference call per
@@ -193,7 +192,8 @@ def main() -> int:
     index = int(args.device.split(":")[1]) if ":" in args.device else 0
 
     def batch(n: int, spare: bool) -> dict[str, Any]:
-        """`n` evaluations in a row; `spare`: each runner is the spare started beside the one before."""
+        """`n` evaluations in a row; `spare`: runners are started ahead (the default), else on demand."""
+        evaluator.judge.launcher.close()  # no spare carried over from the batch before
         evaluator.judge.launcher.keep_spare = spare
         phases.clear()
         per_eval = []

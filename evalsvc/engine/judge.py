@@ -88,6 +88,12 @@ class Judge:
         self._work: dict[str, TaskWork] = {}
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
+        try:
+            return self._evaluate(task, artifact, options)
+        finally:
+            self.launcher.prestart()  # after every timing of this evaluation, so no runner start disturbs one
+
+    def _evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
         set_precision(meta.tf32)
         n_trials = options.trials or meta.trials
@@ -110,7 +116,7 @@ class Judge:
                 for s in seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
             ]
             relative = verdict.correctness.relative_check
-            self.launcher.settle()  # the next evaluation's runner finishes starting before anything is timed
+            self.launcher.settle()  # spares finish starting before anything is timed
             verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:

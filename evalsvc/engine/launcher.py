@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import tempfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,12 +136,14 @@ class RunnerHandle:
 class RunnerLauncher:
     """One per judge. The forkserver is the warm template: it imports torch once, never CUDA.
 
-    With `keep_spare`, each evaluation's runner is taken from a spare started when the previous evaluation
-    began, and the next spare is started at once, so its isolation, CUDA context and imports overlap this
-    evaluation's load and trials; the judge waits for it (`settle`) before anything is timed. The spare
-    and the runner in use always have different uids (`runner_uid`'s two slots), so a candidate cannot
-    signal or trace the runner of the next evaluation.
+    With `keep_spare`, runners are started ahead (`prestart`, once all timing of an evaluation is over)
+    so that two wait in line: the next evaluation takes the older, already warm one, and the younger
+    finishes its start (isolation, CUDA context, imports) beside that evaluation's load and trials; the
+    judge waits for it (`settle`) before anything is timed. Successive runners alternate between the
+    device's two uids, so a candidate cannot signal or trace the spare that waits beside it.
     """
+
+    SPARES = 2
 
     def __init__(
         self,
@@ -157,21 +160,22 @@ class RunnerLauncher:
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
         self.cover = cover
         self.keep_spare = True  # the GPU worker benchmark turns it off to compare
-        self._spare: RunnerHandle | None = None
+        self._spares: deque[RunnerHandle] = deque()  # oldest first; neighbours have different uids
         self._last_uid = self.uids[1]
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(PRELOAD)
 
     def start(self, artifact: Path) -> RunnerHandle:
-        """A runner for `artifact`: the spare when it is still alive, else a new one; then the next spare."""
-        handle, self._spare = self._spare, None
-        if handle is None or not handle.proc.is_alive():
-            if handle is not None:
-                handle.close()
-            handle = self._spawn(self._other(self._last_uid))
-        self._last_uid = handle.uid
-        if self.keep_spare:
-            self._spare = self._spawn(self._other(handle.uid))
+        """A runner for `artifact`: the oldest spare that is still alive, else a new one."""
+        handle = None
+        while self._spares and handle is None:
+            spare = self._spares.popleft()
+            if spare.proc.is_alive():
+                handle = spare
+            else:
+                spare.close()
+        if handle is None:
+            handle = self._spawn()
         target = handle.scratch / "artifact"
         shutil.copytree(artifact, target)
         if self.isolate:  # the runner drops to its uid before it reads the artifact: hand the files over
@@ -179,28 +183,31 @@ class RunnerLauncher:
                 os.chown(path, handle.uid, handle.uid, follow_symlinks=False)
         return handle
 
+    def prestart(self) -> None:
+        """Start spares up to `SPARES`, after every timing of the evaluation that just ended."""
+        while self.keep_spare and len(self._spares) < self.SPARES:
+            self._spares.append(self._spawn())
+
     def settle(self) -> None:
-        """Wait until the spare has finished starting, so it runs nothing beside a timed kernel. A spare
-        that fails to start is dropped; the next evaluation then starts its own runner."""
-        if self._spare is None:
-            return
-        try:
-            self._spare.wait_ready(self.limits.load_timeout_s)
-        except (RunnerDied, RunnerTimeout, BadMessage) as e:
-            log.warning("spare runner dropped: %s", e)
-            self._spare.close()
-            self._spare = None
+        """Wait until every spare has finished starting, so none runs its start beside a timed kernel. A
+        spare that fails to start is dropped; a later evaluation then starts its own runner."""
+        for spare in list(self._spares):
+            try:
+                spare.wait_ready(self.limits.load_timeout_s)
+            except (RunnerDied, RunnerTimeout, BadMessage) as e:
+                log.warning("spare runner dropped: %s", e)
+                spare.close()
+                self._spares.remove(spare)
 
     def close(self) -> None:
-        """Stop the spare runner and remove its scratch directory (worker shutdown, tests)."""
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
+        """Stop the spare runners and remove their scratch directories (worker shutdown, tests)."""
+        while self._spares:
+            self._spares.popleft().close()
 
-    def _other(self, uid: int) -> int:
-        return self.uids[1] if uid == self.uids[0] else self.uids[0]
-
-    def _spawn(self, uid: int) -> RunnerHandle:
+    def _spawn(self) -> RunnerHandle:
+        """A new runner under the uid its predecessor did not have."""
+        uid = self.uids[1] if self._last_uid == self.uids[0] else self.uids[0]
+        self._last_uid = uid
         scratch = Path(tempfile.mkdtemp(prefix="evalsvc-run-", dir=self.scratch_root))
         parent, child = self._ctx.Pipe(duplex=True)
         setup = RunnerSetup(

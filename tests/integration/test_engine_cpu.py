@@ -86,8 +86,9 @@ def _can_signal(uid: int, pid: int) -> bool:
 
 def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) -> None:  # type: ignore[no-untyped-def]
     """RLIMIT_NPROC counts every process and thread of a uid on the host: runners of different GPUs, and
-    the compile sandbox, must not share one uid's budget. The spare runner warms up beside a candidate,
-    so it must have the device's other uid: a candidate cannot signal (SIGSTOP) the next tenant's runner."""
+    the compile sandbox, must not share one uid's budget. A spare waits beside the candidate, so
+    successive runners alternate between the device's two uids: a candidate cannot signal (SIGSTOP) the
+    runner of the next evaluation."""
     uids = {runner_uid(d, slot) for d in ("cpu", "cuda", "cuda:1") for slot in (0, 1)}
     assert len(uids | {SANDBOX_UID}) == 7
     assert runner_uid("cuda") == runner_uid("cuda:0")
@@ -99,17 +100,20 @@ def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) ->
     with tempfile.TemporaryDirectory() as tmp:
         artifact = Path(tmp) / "artifact"
         assert pipeline.evaluator.store.fetch(outcome.artifact_key, artifact)
-        first = launcher.start(artifact)
-        second = launcher.start(artifact)  # the spare that started beside `first`
+        launcher.close()
+        first = launcher.start(artifact)  # no spare yet: started on demand
+        launcher.prestart()  # two spares wait in line
+        second = launcher.start(artifact)  # the older spare ...
+        third = launcher.start(artifact)  # ... and the one that waited beside it
     try:
-        for handle in (first, second):
+        for handle in (first, second, third):
             handle.wait_ready(120)
             assert _real_uid(handle.proc.pid) == handle.uid
             assert (handle.scratch / "artifact").stat().st_uid == handle.uid
-        assert {first.uid, second.uid} == set(launcher.uids)
-        assert _can_signal(first.uid, first.proc.pid)  # the probe works: its own uid's runner
-        assert not _can_signal(first.uid, second.proc.pid)
+        assert first.uid != second.uid != third.uid and {first.uid, second.uid} == set(launcher.uids)
+        assert _can_signal(second.uid, second.proc.pid)  # the probe works: its own uid's runner
+        assert not _can_signal(second.uid, third.proc.pid)
     finally:
-        first.close()
-        second.close()
+        for handle in (first, second, third):
+            handle.close()
         launcher.close()
