@@ -35,7 +35,7 @@ from evalsvc.engine.hardware import task_roofline
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.profiling import nbytes, task_work
-from evalsvc.engine.taskload import LoadedTask, quality_warnings
+from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 
 MAX_POISON_BYTES = 1 << 30
@@ -56,6 +56,10 @@ class Verdict:
     roofline: Roofline | None = None
     profile: CandidateProfile | None = None  # display-only: mostly measured in the candidate's process
     failure: FailureKind | None = None
+
+
+class _InputsDiffer(Exception):
+    """The runner could not make the judge's inputs from their seeds; they are sent instead."""
 
 
 class _Stop(Exception):
@@ -111,16 +115,16 @@ class Judge:
             for t, seed in enumerate(trial_seeds):
                 first = t == 0
                 self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
-            pool = [
-                task.make_inputs(s, self.device)
-                for s in seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
-            ]
+            pool_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
+            pool = [task.make_inputs(s, self.device) for s in pool_seeds]
             relative = verdict.correctness.relative_check
             self.launcher.settle()  # spares finish starting before anything is timed
-            verdict.timings.candidate = self._time_candidate(handle, task, reference, pool, options, relative)
+            verdict.timings.candidate = self._time_candidate(
+                handle, task, reference, pool, pool_seeds, options, relative
+            )
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
-                self._time_graphs(handle, task, reference, pool[0], options, verdict.timings)
+                self._time_graphs(handle, task, reference, pool[0], pool_seeds[0], options, verdict.timings)
             if options.profile:
                 verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
@@ -225,18 +229,18 @@ class Judge:
         task: LoadedTask,
         reference: torch.nn.Module,
         inputs: list[Any],
+        seed: int,
         options: EvalOptions,
         timings: Timings,
     ) -> None:
         """Launch-overhead-free timings of a small kernel and of eager (cached like the baselines), for
         display. Runs after the verdict is settled; a candidate that cannot be captured in a graph simply
         gets none."""
+        seeded = {"op": "time_graph", "seed": seed, "digest": input_digest(inputs)}
         try:
-            msg = {"op": "time_graph", "inputs": inputs}
-            reply = handle.request(msg, self.launcher.limits.call_timeout_s)
-            if reply.get("ok"):
-                timings.candidate_graph = TimingStats.model_validate(reply["stats"])
-        except (RunnerTimeout, RunnerDied, BadMessage, ValueError):
+            reply = self._ask_made(handle, seeded, {"op": "time_graph", "inputs": inputs})
+            timings.candidate_graph = TimingStats.model_validate(reply["stats"])
+        except (_Stop, ValueError):
             return
         key = self._baseline_keys(task, options).eager_graph
         timings.eager_graph = self.baselines.get(key)
@@ -265,6 +269,8 @@ class Judge:
             raise _Stop(Status.RUNTIME_ERROR, str(e), failure=FailureKind.RUNNER_DIED) from None
         except BadMessage as e:
             raise _Stop(Status.FORBIDDEN, str(e), rule="forged_message") from None
+        if not reply["ok"] and reply.get("kind") == "inputs_differ":
+            raise _InputsDiffer()
         if not reply["ok"]:
             kind = reply.get("kind")
             status = Status.FORBIDDEN if kind == "forbidden" else Status.RUNTIME_ERROR
@@ -274,6 +280,24 @@ class Judge:
                 rule = "runtime_check"
             raise _Stop(status, error, rule=rule if status is Status.FORBIDDEN else None)
         return reply
+
+    def _ask_made(
+        self, handle: RunnerHandle, seeded: dict[str, Any], explicit: dict[str, Any], timeout_s: float = 0.0
+    ) -> dict[str, Any]:
+        """Ask with input seeds and digests, so the runner makes the inputs on its own device (no copy
+        through the host); once it cannot (a task whose inputs do not reproduce from the seed there), send
+        them for the rest of the evaluation. A runner that makes other inputs than the judge's only fails
+        its own checks: every output is compared with the reference on the judge's inputs."""
+        timeout_s = timeout_s or self.launcher.limits.call_timeout_s
+        if handle.makes_inputs:
+            try:
+                return self._ask(handle, seeded, timeout_s)
+            except _InputsDiffer:
+                handle.makes_inputs = False
+        try:
+            return self._ask(handle, explicit, timeout_s)
+        except _InputsDiffer:
+            raise _Stop(Status.FORBIDDEN, "the runner refused the judge's inputs", "forged_message") from None
 
     def _runner_ready(self, handle: RunnerHandle) -> None:
         """The runner's own start (no candidate code has run yet): a failure here is ours, not the
@@ -287,7 +311,13 @@ class Judge:
 
     def _load_message(self, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> dict[str, Any]:
         state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
-        return {"op": "load", "init_inputs": list(task.get_init_inputs()), "state_dict": state, "tf32": tf32}
+        return {
+            "op": "load",
+            "init_inputs": list(task.get_init_inputs()),
+            "state_dict": state,
+            "tf32": tf32,
+            "task": task.spec.model_dump_json(),
+        }
 
     def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
         self._ask(handle, self._load_message(task, reference, tf32), self.launcher.limits.load_timeout_s)
@@ -307,17 +337,17 @@ class Judge:
         and work deferred to the next call show."""
         inputs = task.make_inputs(seed, self.device)
         poison = min(MAX_POISON_BYTES, 2 * nbytes(inputs))
-        msg = {"op": "run", "inputs": inputs, "poison_bytes": poison}
-        timeout = self.launcher.limits.call_timeout_s
+        explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
+        seeded = {"op": "run", "seed": seed, "digest": input_digest(inputs), "poison_bytes": poison}
         if candidate_first:
-            reply = self._ask(handle, msg, timeout)
+            reply = self._ask_made(handle, seeded, explicit)
             ref_out = self._reference(reference, inputs)
         else:
             ref_out = self._reference(reference, inputs)
-            reply = self._ask(handle, msg, timeout)
+            reply = self._ask_made(handle, seeded, explicit)
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
         if repeat:
-            again = self._ask(handle, msg, timeout)
+            again = self._ask_made(handle, seeded, explicit)
             self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
 
     def _check(
@@ -362,12 +392,16 @@ class Judge:
         task: LoadedTask,
         reference: torch.nn.Module,
         pool: list[list[Any]],
+        pool_seeds: list[int],
         options: EvalOptions,
         relative: bool,
     ) -> TimingStats:
-        policy = self._policy(options)
-        msg = {"op": "time", "pool": pool, "policy": policy.__dict__}
-        reply = self._ask(handle, msg, options.timing_budget_s * 3 + self.launcher.limits.call_timeout_s)
+        policy = self._policy(options).__dict__
+        explicit = {"op": "time", "pool": pool, "policy": policy}
+        digests = [input_digest(p) for p in pool]
+        seeded = {"op": "time", "seeds": pool_seeds, "digests": digests, "policy": policy}
+        timeout = options.timing_budget_s * 3 + self.launcher.limits.call_timeout_s
+        reply = self._ask_made(handle, seeded, explicit, timeout)
         idx = int(reply["last_index"])
         if not 0 <= idx < len(pool):
             raise _Stop(

@@ -67,6 +67,7 @@ class RunnerHandle:
         self.arena = arena
         self.uid = uid
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
+        self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the runner has finished its start (isolation, CUDA context, imports)."""

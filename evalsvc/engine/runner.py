@@ -20,9 +20,11 @@ from typing import Any
 
 import torch
 
+from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import Arena, receive, send
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
+from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
 from evalsvc.sandbox.isolation import (
     die_with_parent,
@@ -49,6 +51,11 @@ class RunnerSetup:
 
 class CandidateError(Exception):
     """The candidate failed in a way the judge reports as its runtime error."""
+
+
+class InputsDiffer(Exception):
+    """The inputs this process made from the judge's seed are not the judge's (a task whose get_inputs
+    does not reproduce from the seed here): the judge then sends them."""
 
 
 class Forbidden(Exception):
@@ -194,6 +201,17 @@ class Candidate:
             return self.model(*inputs)
 
 
+def _task_or_none(spec_json: str | None) -> LoadedTask | None:
+    """The task module, run here so the runner can make inputs itself; None when it cannot be (the judge
+    then sends every input set)."""
+    if not spec_json:
+        return None
+    try:
+        return exec_task(TaskSpec.model_validate_json(spec_json))
+    except Exception:
+        return None
+
+
 def _read_manifest(artifact: Path) -> dict[str, Any]:
     import json
 
@@ -261,6 +279,7 @@ class Server:
         self.arena = arena
         self.device = device
         self.candidate: Candidate | None = None
+        self.task: LoadedTask | None = None  # makes the inputs from the judge's seeds, on this device
         self.timer_guard = TimerGuard()  # taken before any candidate code runs
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -268,12 +287,13 @@ class Server:
         if op == "load":
             torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
             torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
+            self.task = _task_or_none(msg.get("task"))
             self.candidate = Candidate(self.workdir / "artifact", self.device)
             self.candidate.load(msg["init_inputs"], msg["state_dict"])
             return {"ok": True}
         assert self.candidate is not None
         if op == "run":
-            inputs = msg["inputs"]
+            inputs = self._inputs(msg)
             pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]  # before poisoning
             _poison(self.device, msg.get("poison_bytes", 0))
             with OperatorTrace() as trace:
@@ -295,12 +315,13 @@ class Server:
                 raise Forbidden("the candidate modified its input tensors", "inputs_modified")
             return {"ok": True, "output": out}
         if op == "time":
+            pool = msg["pool"] if "pool" in msg else self._pool(msg["seeds"], msg["digests"])
             if tampered := self.timer_guard.tampered():
                 raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
-            m = measure(self.candidate.forward, msg["pool"], self.device, TimingPolicy(**msg["policy"]))
+            m = measure(self.candidate.forward, pool, self.device, TimingPolicy(**msg["policy"]))
             if tampered := self.timer_guard.tampered():
                 raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
-            check_output(m.last_output, msg["pool"][m.last_index])
+            check_output(m.last_output, pool[m.last_index])
             return {
                 "ok": True,
                 "stats": m.stats.model_dump(),
@@ -312,9 +333,23 @@ class Server:
             return {"ok": True, "trace": trace.model_dump()}
 
         if op == "time_graph":
-            stats = measure_graph(self.candidate.forward, msg["inputs"], self.device)
+            stats = measure_graph(self.candidate.forward, self._inputs(msg), self.device)
             return {"ok": True, "stats": stats.model_dump()}
         raise ValueError(f"unknown op {op!r}")
+
+    def _inputs(self, msg: dict[str, Any]) -> list[Any]:
+        """The message's inputs, or the ones its seed makes here (checked against the judge's digest)."""
+        if "inputs" in msg:
+            return msg["inputs"]
+        return self._pool([msg["seed"]], [msg["digest"]])[0]
+
+    def _pool(self, seeds: list[int], digests: list[Any]) -> list[list[Any]]:
+        if self.task is None:
+            raise InputsDiffer("the task could not be loaded here")
+        made = [self.task.make_inputs(int(s), self.device) for s in seeds]
+        if [input_digest(m) for m in made] != list(digests):
+            raise InputsDiffer("the inputs made here from the seed differ from the judge's")
+        return made
 
     def serve(self) -> None:
         while True:
@@ -326,6 +361,8 @@ class Server:
                 return
             try:
                 reply = self.handle(msg)
+            except InputsDiffer as e:
+                reply = {"ok": False, "kind": "inputs_differ", "error": str(e)}
             except Forbidden as e:
                 reply = {"ok": False, "kind": "forbidden", "error": str(e), "rule": e.rule}
             except CandidateError as e:

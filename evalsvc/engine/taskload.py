@@ -49,7 +49,15 @@ class LoadedTask:
 
 
 def load_task(spec: TaskSpec) -> LoadedTask:
-    """Execute the task module and validate its interface; raise InvalidTask saying what is wrong."""
+    """Execute the task module and validate its interface and inputs; raise InvalidTask saying what is
+    wrong."""
+    task = exec_task(spec)
+    _check_inputs(task)
+    return task
+
+
+def exec_task(spec: TaskSpec) -> LoadedTask:
+    """Execute the task module and check its interface (not its inputs: `load_task` does, once)."""
     spec.check_syntax()
     module = types.ModuleType("evalsvc_task")
     try:
@@ -62,9 +70,22 @@ def load_task(spec: TaskSpec) -> LoadedTask:
     for fn in ("get_inputs", "get_init_inputs"):
         if not callable(module.__dict__.get(fn)):
             raise InvalidTask(f"task's {fn} is not a function")
-    task = LoadedTask(spec, model_cls, module.get_inputs, module.get_init_inputs)
-    _check_inputs(task)
-    return task
+    return LoadedTask(spec, model_cls, module.get_inputs, module.get_init_inputs)
+
+
+def input_digest(inputs: list[Any]) -> list[Any]:
+    """An exact fingerprint of an input set: each tensor's shape, dtype and the wrap-around integer sum of
+    its bytes (order-independent, so the same on any device and in any process), other values' repr. Two
+    processes that made the set from the same seed agree; one whose task does not reproduce does not."""
+    out: list[Any] = []
+    for a in inputs:
+        if isinstance(a, torch.Tensor):
+            raw = a.detach().contiguous().reshape(-1).view(torch.uint8)
+            words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+            out.append((tuple(a.shape), str(a.dtype), int(words.sum(dtype=torch.int64))))
+        else:
+            out.append(repr(a))
+    return out
 
 
 def _signature(inputs: list[Any]) -> list[Any]:

@@ -7,9 +7,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
+from evalsvc.core.tasks import TaskSpec
+from evalsvc.engine.taskload import input_digest, load_task
 from evalsvc.sandbox.isolation import SANDBOX_UID, runner_uid
 from evalsvc.suite import cases
 
@@ -117,3 +120,85 @@ def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) ->
         for handle in (first, second, third):
             handle.close()
         launcher.close()
+
+
+def _relu_artifact(pipeline, tmp: str) -> Path:  # type: ignore[no-untyped-def]
+    case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
+    outcome = pipeline.compiler.compile(case.solution())
+    artifact = Path(tmp) / "artifact"
+    assert pipeline.evaluator.store.fetch(outcome.artifact_key, artifact)
+    return artifact
+
+
+def test_runner_makes_inputs_from_seeds_and_refuses_a_wrong_digest(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """The judge sends a seed and the digest of its own inputs; the runner makes the same set itself, or
+    says it differs (and then runs nothing)."""
+    case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
+    task = load_task(case.task())
+    judge = pipeline.evaluator.judge
+    device = torch.device("cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        handle = judge.launcher.start(_relu_artifact(pipeline, tmp))
+    try:
+        reference = task.make_model(1, device)
+        assert handle.request(judge._load_message(task, reference, False), 120)["ok"]
+        inputs = task.make_inputs(7, device)
+        seeded = {"op": "run", "seed": 7, "digest": input_digest(inputs), "poison_bytes": 0}
+        reply = handle.request(seeded, 60)
+        assert reply["ok"], reply
+        assert torch.equal(reply["output"], torch.relu(inputs[0]))
+        wrong = input_digest(task.make_inputs(8, device))
+        reply = handle.request({**seeded, "digest": wrong}, 60)
+        assert reply == {"ok": False, "kind": "inputs_differ", "error": reply["error"]}
+    finally:
+        handle.close()
+
+
+UNREPRODUCIBLE = """
+import os
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    # values from the OS, not the seed: a runner cannot make the judge's set itself
+    return [torch.frombuffer(bytearray(os.urandom(4 * 256)), dtype=torch.float32).nan_to_num().clamp(-9, 9)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _evaluate_seeing_the_runner(pipeline, spec: TaskSpec):  # type: ignore[no-untyped-def]
+    """Evaluate the honest ReLU on `spec`; also return the runner's handle (to see how inputs went)."""
+    case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
+    launcher = pipeline.evaluator.judge.launcher
+    handles = []
+    start = launcher.start
+    launcher.start = lambda artifact: handles.append(start(artifact)) or handles[-1]
+    try:
+        result = pipeline.evaluate(spec, case.solution(), FAST)
+    finally:
+        del launcher.start  # the class's method again
+    return result, handles[0]
+
+
+def test_runner_makes_the_inputs_of_a_seeded_task(pipeline) -> None:  # type: ignore[no-untyped-def]
+    case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
+    result, handle = _evaluate_seeing_the_runner(pipeline, case.task())
+    assert result.status is Status.OK, result.message
+    assert handle.makes_inputs  # no input set was sent
+
+
+def test_task_whose_inputs_do_not_reproduce_is_still_judged_on_the_judges_inputs(pipeline) -> None:  # type: ignore[no-untyped-def]
+    spec = TaskSpec(source=UNREPRODUCIBLE, name="relu_from_urandom")
+    result, handle = _evaluate_seeing_the_runner(pipeline, spec)
+    assert result.status is Status.OK, result.message
+    assert result.correctness is not None and all(t.passed for t in result.correctness.trials)
+    assert not handle.makes_inputs  # the runner said its set differed; the judge sent them
