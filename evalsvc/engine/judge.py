@@ -238,7 +238,7 @@ class Judge:
         gets none."""
         seeded = {"op": "time_graph", "seed": seed, "digest": input_digest(inputs)}
         try:
-            reply = self._ask_made(handle, seeded, {"op": "time_graph", "inputs": inputs})
+            reply = self._ask_made(handle, seeded, {"op": "time_graph", "inputs": inputs}, nbytes(inputs))
             timings.candidate_graph = TimingStats.model_validate(reply["stats"])
         except (_Stop, ValueError):
             return
@@ -282,7 +282,12 @@ class Judge:
         return reply
 
     def _ask_made(
-        self, handle: RunnerHandle, seeded: dict[str, Any], explicit: dict[str, Any], timeout_s: float = 0.0
+        self,
+        handle: RunnerHandle,
+        seeded: dict[str, Any],
+        explicit: dict[str, Any],
+        room: int,
+        timeout_s: float = 0.0,
     ) -> dict[str, Any]:
         """Ask with input seeds and digests, so the runner makes the inputs on its own device (no copy
         through the host); once it cannot (a task whose inputs do not reproduce from the seed there), send
@@ -290,6 +295,8 @@ class Judge:
         its own checks: every output is compared with the reference on the judge's inputs."""
         timeout_s = timeout_s or self.launcher.limits.call_timeout_s
         if handle.makes_inputs:
+            if handle.arena is not None:  # the reply's tensors (as large as `room`) go there, not the pipe
+                handle.arena.reserve(room)
             try:
                 return self._ask(handle, seeded, timeout_s)
             except _InputsDiffer:
@@ -336,18 +343,19 @@ class Judge:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
         and work deferred to the next call show."""
         inputs = task.make_inputs(seed, self.device)
-        poison = min(MAX_POISON_BYTES, 2 * nbytes(inputs))
+        size = nbytes(inputs)
+        poison = min(MAX_POISON_BYTES, 2 * size)
         explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
         seeded = {"op": "run", "seed": seed, "digest": input_digest(inputs), "poison_bytes": poison}
         if candidate_first:
-            reply = self._ask_made(handle, seeded, explicit)
+            reply = self._ask_made(handle, seeded, explicit, size)
             ref_out = self._reference(reference, inputs)
         else:
             ref_out = self._reference(reference, inputs)
-            reply = self._ask_made(handle, seeded, explicit)
+            reply = self._ask_made(handle, seeded, explicit, size)
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
         if repeat:
-            again = self._ask_made(handle, seeded, explicit)
+            again = self._ask_made(handle, seeded, explicit, size)
             self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
 
     def _check(
@@ -401,7 +409,7 @@ class Judge:
         digests = [input_digest(p) for p in pool]
         seeded = {"op": "time", "seeds": pool_seeds, "digests": digests, "policy": policy}
         timeout = options.timing_budget_s * 3 + self.launcher.limits.call_timeout_s
-        reply = self._ask_made(handle, seeded, explicit, timeout)
+        reply = self._ask_made(handle, seeded, explicit, nbytes(pool[0]), timeout)
         idx = int(reply["last_index"])
         if not 0 <= idx < len(pool):
             raise _Stop(
