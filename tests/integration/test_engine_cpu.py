@@ -178,14 +178,17 @@ def get_init_inputs():
 def _evaluate_seeing_the_runner(pipeline, spec: TaskSpec):  # type: ignore[no-untyped-def]
     """Evaluate the honest ReLU on `spec`; also return the runner's handle (to see how inputs went)."""
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
-    launcher = pipeline.evaluator.judge.launcher
+    judge = pipeline.evaluator.judge
+    launcher = judge.launcher
     handles = []
     start = launcher.start
     launcher.start = lambda artifact: handles.append(start(artifact)) or handles[-1]
+    judge.seeded_inputs = True  # as on a GPU (the CPU device sends input sets: cheaper there)
     try:
         result = pipeline.evaluate(spec, case.solution(), FAST)
     finally:
         del launcher.start  # the class's method again
+        judge.seeded_inputs = judge.device.type == "cuda"
     return result, handles[0]
 
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from bench.live_stack import LiveStack, wait_for
+from evalsvc.engine.launcher import RunnerLauncher
 from tests.conftest import TEST_DATA
 from tests.reliability.conftest import (
     MAX_ATTEMPTS,
@@ -153,19 +154,19 @@ def test_device_worker_away_longer_than_its_heartbeat(stack: LiveStack, task_id:
 
 
 def test_a_device_worker_stopped_gently_leaves_no_runner_behind(stack: LiveStack, task_id: str) -> None:
-    """After an evaluation the worker keeps a spare runner (a process and a scratch directory); a warm
-    shutdown (SIGTERM) closes it: exactly that directory goes (runners killed by earlier tests leave theirs,
-    which is what SIGKILL does)."""
+    """After an evaluation the worker keeps spare runners (a process and a scratch directory each); a warm
+    shutdown (SIGTERM) closes them: exactly their directories go (runners killed by earlier tests leave
+    theirs, which is what SIGKILL does)."""
     scratch = TEST_DATA / "scratch"
     r = submit(stack, task_id, 300, timing_budget_s=0.1 + secrets.randbelow(10**6) * 1e-8)  # evaluated here
     assert r.status_code == 202, r.text
     assert wait_done(stack, r.json()["id"])["status"] == "ok"
-    before = set(scratch.glob("evalsvc-run-*"))  # the spare's is made before the result is written
+    before = set(scratch.glob("evalsvc-run-*"))  # the spares' are made before the result is written
     stack.kill("cpu-a", signal.SIGTERM)
     gone = before - set(scratch.glob("evalsvc-run-*"))
     stack.start("cpu-a")
     stack.wait_worker("cpu-a")
-    assert len(gone) == 1, (before, gone)
+    assert len(gone) == RunnerLauncher.SPARES, (before, gone)
 
 
 def test_no_result_was_written_twice(stack: LiveStack) -> None:
