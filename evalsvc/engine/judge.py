@@ -10,7 +10,9 @@ import logging
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -240,9 +242,9 @@ class Judge:
         """Launch-overhead-free timings of a small kernel and of eager (cached like the baselines), for
         display. Runs after the verdict is settled; a candidate that cannot be captured in a graph simply
         gets none."""
-        seeded = {"op": "time_graph", "seed": seed, "digest": input_digest(inputs)}
+        explicit = {"op": "time_graph", "inputs": inputs}
         try:
-            reply = self._ask_made(handle, seeded, {"op": "time_graph", "inputs": inputs}, nbytes(inputs))
+            reply = self._ask_made(handle, explicit, partial(_seeded, explicit, seed), nbytes(inputs))
             timings.candidate_graph = TimingStats.model_validate(reply["stats"])
         except (_Stop, ValueError):
             return
@@ -288,8 +290,8 @@ class Judge:
     def _ask_made(
         self,
         handle: RunnerHandle,
-        seeded: dict[str, Any],
         explicit: dict[str, Any],
+        seeded: Callable[[], dict[str, Any]],
         room: int,
         timeout_s: float = 0.0,
     ) -> dict[str, Any]:
@@ -302,7 +304,7 @@ class Judge:
             if handle.arena is not None:  # the reply's tensors (as large as `room`) go there, not the pipe
                 handle.arena.reserve(room)
             try:
-                return self._ask(handle, seeded, timeout_s)
+                return self._ask(handle, seeded(), timeout_s)
             except _InputsDiffer:
                 handle.makes_inputs = False
         try:
@@ -350,16 +352,16 @@ class Judge:
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)
         explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
-        seeded = {"op": "run", "seed": seed, "digest": input_digest(inputs), "poison_bytes": poison}
+        seeded = partial(_seeded, explicit, seed)  # built only when the runner makes its inputs
         if candidate_first:
-            reply = self._ask_made(handle, seeded, explicit, size)
+            reply = self._ask_made(handle, explicit, seeded, size)
             ref_out = self._reference(reference, inputs)
         else:
             ref_out = self._reference(reference, inputs)
-            reply = self._ask_made(handle, seeded, explicit, size)
+            reply = self._ask_made(handle, explicit, seeded, size)
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
         if repeat:
-            again = self._ask_made(handle, seeded, explicit, size)
+            again = self._ask_made(handle, explicit, seeded, size)
             self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
 
     def _check(
@@ -410,10 +412,13 @@ class Judge:
     ) -> TimingStats:
         policy = self._policy(options).__dict__
         explicit = {"op": "time", "pool": pool, "policy": policy}
-        digests = [input_digest(p) for p in pool]
-        seeded = {"op": "time", "seeds": pool_seeds, "digests": digests, "policy": policy}
+
+        def seeded() -> dict[str, Any]:
+            digests = [input_digest(p) for p in pool]
+            return {"op": "time", "seeds": pool_seeds, "digests": digests, "policy": policy}
+
         timeout = options.timing_budget_s * 3 + self.launcher.limits.call_timeout_s
-        reply = self._ask_made(handle, seeded, explicit, nbytes(pool[0]), timeout)
+        reply = self._ask_made(handle, explicit, seeded, nbytes(pool[0]), timeout)
         idx = int(reply["last_index"])
         if not 0 <= idx < len(pool):
             raise _Stop(
@@ -471,6 +476,12 @@ class Judge:
             timings.compiled_cached or not options.compile_baseline
         )
         timings.baselines_measured_s = time.monotonic() - started
+
+
+def _seeded(explicit: dict[str, Any], seed: int) -> dict[str, Any]:
+    """`explicit` with its input set replaced by the set's seed and the judge's digest of it."""
+    msg = {k: v for k, v in explicit.items() if k != "inputs"}
+    return {**msg, "seed": seed, "digest": input_digest(explicit["inputs"])}
 
 
 def set_precision(tf32: bool) -> None:
