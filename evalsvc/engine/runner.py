@@ -346,7 +346,10 @@ class Server:
     def _pool(self, seeds: list[int], digests: list[Any]) -> list[list[Any]]:
         if self.task is None:
             raise InputsDiffer("the task could not be loaded here")
-        made = [self.task.make_inputs(int(s), self.device) for s in seeds]
+        try:
+            made = [self.task.make_inputs(int(s), self.device) for s in seeds]
+        except Exception as e:  # the task's own code failed here: the judge sends what it made instead
+            raise InputsDiffer(f"making the inputs here failed: {type(e).__name__}: {e}"[:300]) from None
         if [input_digest(m) for m in made] != list(digests):
             raise InputsDiffer("the inputs made here from the seed differ from the judge's")
         return made
