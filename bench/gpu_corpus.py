@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.report import write_report
 from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
@@ -56,10 +57,7 @@ def main() -> int:
     lines += [f"| {r['submission']} | {r['expected']} | {r['got']} | {', '.join(r['rules'])} |" for r in rows]
     wrong = [r["submission"] for r in rows if r["got"] != r["expected"]]
     lines.append(f"\n{len(rows) - len(wrong)}/{len(rows)} as expected; not as expected: {wrong}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "corpus.json").write_text(json.dumps(rows, indent=1))
-    (args.out / "corpus.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "corpus", rows, lines)
     return 0
 
 

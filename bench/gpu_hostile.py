@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.report import write_report
 from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
@@ -92,8 +93,6 @@ def main() -> int:
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "hostile.json").write_text(json.dumps(rows, indent=1))
     lines = ["| case | expected | got | next honest submission | listener got |", "|---|---|---|---|---|"]
     lines += [
         f"| {r['case']} | {r['expected']} | {r['got']} | "
@@ -101,8 +100,7 @@ def main() -> int:
         f"| {r['listener_received']} |"
         for r in rows
     ]
-    (args.out / "hostile.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "hostile", rows, lines)
     return 0
 
 

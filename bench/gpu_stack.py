@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.report import write_report
 from evalsvc.core.options import EvalOptions
 from evalsvc.sdk import Client
 from evalsvc.service.records import EvaluationRequest
@@ -71,12 +72,9 @@ def main() -> int:
             (args.out / f"stack-{log.name}").write_bytes(
                 log.read_bytes()[-200_000:]
             ) if args.out.exists() else None
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "stack.json").write_text(json.dumps(rows, indent=1))
     lines = ["| solution | expected | status | reward |", "|---|---|---|---|"]
     lines += [f"| {r['solution']} | {r['expect']} | {r['status']} | {r['reward']} |" for r in rows]
-    (args.out / "stack.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "stack", rows, lines)
     return 0
 
 

@@ -13,6 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench.report import write_report
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
 from evalsvc.suite import cases
@@ -88,8 +89,6 @@ def main() -> int:
             ),
             flush=True,
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "suite.json").write_text(json.dumps(rows, indent=1))
     lines = [
         "| solution | expected | status | reward | candidate ms (run 1 / run 2) | eager ms "
         "| torch.compile ms "
@@ -105,9 +104,7 @@ def main() -> int:
             f"{fmt(r['speedup_eager'], '.2f')} | "
             f"{fmt(r['speedup_compile'], '.2f')} | {spread} |"
         )
-    table = "\n".join(lines)
-    (args.out / "suite.md").write_text(table + "\n")
-    print(table)
+    write_report(args.out, "suite", rows, lines)
     bad = [r["solution"] for r in rows if not r["as_expected"]]
     print(f"total {time.monotonic() - t0:.0f} s; not as expected: {bad or 'none'}")
     return 0

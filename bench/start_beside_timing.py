@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report import write_report
 from bench.timing_fidelity import relu_task
 from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
@@ -119,10 +120,7 @@ def main() -> int:
         f"{r['beside_vs_quiet'] * 100:+.2f}% | {r['quiet_spread'] * 100:.2f}% | {r['runner_starts_beside']} |"
         for r in rows
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "start_beside_timing.json").write_text(json.dumps(rows, indent=1))
-    (args.out / "start_beside_timing.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_report(args.out, "start_beside_timing", rows, lines)
     return 0
 
 

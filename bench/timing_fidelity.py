@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report import write_report
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.settings import Settings
@@ -224,11 +225,7 @@ def main() -> int:
                 f"{pct(r.get(f'{who}_vs_ncu_sum'))} | "
                 f"{graphs if who == 'candidate' else ''} |"
             )
-    text = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "timing_fidelity.md").write_text(text)
-    (args.out / "timing_fidelity.json").write_text(json.dumps(rows, indent=1))
-    print(text)
+    write_report(args.out, "timing_fidelity", rows, lines)
     return 0
 
 
