@@ -125,10 +125,10 @@ def phase_timer(judge: Any) -> dict[str, float]:
     # inside those phases: the runner's answer time per message kind, and the judge's own work
     ask = judge._ask
 
-    def timed_ask(handle: Any, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def timed_ask(handle: Any, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
         t = time.perf_counter()
         try:
-            return ask(handle, msg, timeout_s)
+            return ask(handle, msg, timeout_s, reply_bytes)
         finally:
             acc[f"(runner answers '{msg['op']}')"] += time.perf_counter() - t
 

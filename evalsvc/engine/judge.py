@@ -266,9 +266,11 @@ class Judge:
             self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
         return self._quality[task.spec.id]
 
-    def _ask(self, handle: RunnerHandle, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def _ask(
+        self, handle: RunnerHandle, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0
+    ) -> dict[str, Any]:
         try:
-            reply = handle.request(msg, timeout_s)
+            reply = handle.request(msg, timeout_s, reply_bytes)
         except RunnerTimeout as e:
             raise _Stop(Status.TIMEOUT, f"the candidate did not finish '{msg['op']}': {e}") from None
         except RunnerDied as e:
@@ -301,10 +303,8 @@ class Judge:
         its own checks: every output is compared with the reference on the judge's inputs."""
         timeout_s = timeout_s or self.launcher.limits.call_timeout_s
         if handle.makes_inputs and self.seeded_inputs:
-            if handle.arena is not None:  # the reply's tensors (as large as `room`) go there, not the pipe
-                handle.arena.reserve(room)
-            try:
-                return self._ask(handle, seeded(), timeout_s)
+            try:  # the message carries no tensors: keep room for the reply's (as large as `room`)
+                return self._ask(handle, seeded(), timeout_s, reply_bytes=room)
             except _InputsDiffer:
                 handle.makes_inputs = False
         try:

@@ -84,8 +84,12 @@ class RunnerHandle:
             raise BadMessage("the runner's first message is not its ready signal")
         self.ready = True
 
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
+        """Send `msg`, wait for the answer. `reply_bytes`: room to keep in the arena for the reply's
+        tensors when the message carries fewer than they will need (else they come back as pipe frames)."""
         self.wait_ready(timeout_s)
+        if self.arena is not None and reply_bytes:
+            self.arena.reserve(reply_bytes)
         try:
             send(self.conn, msg, self.arena, grow=True)
             if not self.conn.poll(timeout_s):
