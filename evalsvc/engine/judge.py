@@ -247,7 +247,7 @@ class Judge:
             reply = self._ask_made(handle, explicit, partial(_seeded, explicit, seed), nbytes(inputs))
             timings.candidate_graph = TimingStats.model_validate(reply["stats"])
         except (_Stop, ValueError):
-            return
+            pass  # eager's is still shown
         key = self._baseline_keys(task, options).eager_graph
         timings.eager_graph = self.baselines.get(key)
         if timings.eager_graph is None:
