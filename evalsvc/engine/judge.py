@@ -12,7 +12,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +352,7 @@ class Judge:
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)
         explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
-        seeded = partial(_seeded, explicit, seed)  # built only when the runner makes its inputs
+        seeded = cache(partial(_seeded, explicit, seed))  # built once, only if the runner makes inputs
         if candidate_first:
             reply = self._ask_made(handle, explicit, seeded, size)
             ref_out = self._reference(reference, inputs)
