@@ -9,14 +9,18 @@ job of a task); that warm-up is reported on its own.
 Then `--evals` evaluations cycle through the solutions at the default options, as the GPU worker runs
 them (the same Evaluator the Celery task calls; no queue). NVML is sampled every 20 ms meanwhile.
 
-The batch runs twice: `--evals` evaluations with the default spare runners (two started ahead after
-each evaluation, so each one's isolation, CUDA context and imports overlap the evaluation before it is
-used; see `RunnerLauncher`), then `--compare-evals` with every runner started on demand.
+The batch runs with `--inflight` evaluations at once for each value given (a GPU worker's threads: they
+share the device for untimed work and take it alone to time, `GpuSchedule`), each with the default spare
+runners (two started ahead; see `RunnerLauncher`), then `--compare-evals` one at a time with every
+runner started on demand. Every batch lists its candidates' medians per solution, so that timing beside
+other evaluations in flight is compared with timing one at a time, in the same run.
 
-Overhead of one evaluation = its wall time minus the GPU time its trials need: the timed calls (median x
-count) of the candidate and of any baseline measured in it, and one candidate and one reference call per
-correctness trial. Time inside the judge is also split by phase (runner start, load, trials, timing,
-baselines, task checks) by wrapping the judge's methods.
+Overhead of one evaluation = the worker's wall time per evaluation minus the GPU time its trials need:
+the timed calls (median x count) of the candidate and of any baseline measured in it, and one candidate
+and one reference call per correctness trial. One at a time, the wall time is the evaluation's own; with
+several in flight it is the batch's wall time divided by its evaluations (each one's own wall time, its
+latency, is longer: it waits for the others' timings). Time inside the judge is also split by phase
+(runner start, load, trials, timing, baselines, task checks) by wrapping the judge's methods.
 """
 
 from __future__ import annotations
@@ -96,6 +100,11 @@ def required_gpu_ms(r: EvaluationResult) -> float:
 def phase_timer(judge: Any) -> dict[str, float]:
     """Wrap the judge's phases on this instance; returns the dict the seconds accumulate in."""
     acc: dict[str, float] = defaultdict(float)
+    lock = threading.Lock()
+
+    def add(label: str, seconds: float) -> None:
+        with lock:
+            acc[label] += seconds
 
     def wrap(obj: Any, name: str, label: str) -> None:
         fn = getattr(obj, name)
@@ -106,7 +115,7 @@ def phase_timer(judge: Any) -> dict[str, float]:
             try:
                 return fn(*a, **k)
             finally:
-                acc[label] += time.perf_counter() - t
+                add(label, time.perf_counter() - t)
 
         setattr(obj, name, timed)
 
@@ -130,7 +139,7 @@ def phase_timer(judge: Any) -> dict[str, float]:
         try:
             return ask(handle, msg, timeout_s, reply_bytes)
         finally:
-            acc[f"(runner answers '{msg['op']}')"] += time.perf_counter() - t
+            add(f"(runner answers '{msg['op']}')", time.perf_counter() - t)
 
     judge._ask = timed_ask
     wrap(judge, "_reference", "(reference calls)")
@@ -144,7 +153,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--evals", type=int, default=64)
-    ap.add_argument("--compare-evals", type=int, default=16, help="batch without the spare runner")
+    ap.add_argument("--compare-evals", type=int, default=16, help="batch one at a time, no spare runner")
+    ap.add_argument("--inflight", type=int, nargs="+", default=[4, 1], help="evaluations at once, per batch")
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--limit", type=int, default=None, help="only the first N honest solutions")
     args = ap.parse_args()
@@ -191,39 +201,44 @@ def main() -> int:
 
     index = int(args.device.split(":")[1]) if ":" in args.device else 0
 
-    def batch(n: int, spare: bool) -> dict[str, Any]:
-        """`n` evaluations in a row; `spare`: runners are started ahead (the default), else on demand."""
+    def evaluate(i: int) -> dict[str, Any]:
+        case, outcome = ready[i % len(ready)]
+        r = evaluator.evaluate(case.task(), case.solution(), outcome.artifact_key, outcome.report, opts)
+        need = required_gpu_ms(r) / 1e3
+        return {
+            "solution": case.name,
+            "status": r.status.value,
+            "wall_s": r.duration_s,
+            "required_gpu_s": need,
+            "candidate_ms": r.timings.candidate.median_ms if r.timings.candidate else None,
+            "candidate_n": r.timings.candidate.n if r.timings.candidate else 0,
+            "baseline_cached": r.timings.baseline_cached,
+        }
+
+    def batch(n: int, spare: bool, inflight: int) -> dict[str, Any]:
+        """`n` evaluations, `inflight` at once; `spare`: runners are started ahead (the default)."""
         evaluator.judge.launcher.close()  # no spare carried over from the batch before
         evaluator.judge.launcher.keep_spare = spare
         phases.clear()
-        per_eval = []
         t_batch = time.monotonic()
-        with NvmlSampler(index) as nvml:
-            for i in range(n):
-                case, outcome = ready[i % len(ready)]
-                before = dict(phases)
-                r = evaluator.evaluate(
-                    case.task(), case.solution(), outcome.artifact_key, outcome.report, opts
-                )
-                spent = {
-                    k: round(v - before.get(k, 0.0), 3) for k, v in phases.items() if v > before.get(k, 0.0)
-                }
-                print(f"  {case.name}: {r.status.value} {r.duration_s:.2f} s {json.dumps(spent)}", flush=True)
-                need = required_gpu_ms(r) / 1e3
-                per_eval.append(
-                    {
-                        "solution": case.name,
-                        "status": r.status.value,
-                        "wall_s": r.duration_s,
-                        "required_gpu_s": need,
-                        "overhead_s": (r.duration_s or 0) - need,
-                        "candidate_n": r.timings.candidate.n if r.timings.candidate else 0,
-                        "baseline_cached": r.timings.baseline_cached,
-                    }
-                )
+        with NvmlSampler(index) as nvml, ThreadPoolExecutor(inflight) as pool:
+            per_eval = []
+            for e in pool.map(evaluate, range(n)):
+                print(f"  {e['solution']}: {e['status']} {e['wall_s']:.2f} s", flush=True)
+                per_eval.append(e)
         batch_s = time.monotonic() - t_batch
-        overheads = [e["overhead_s"] for e in per_eval]
+        need = statistics.fmean(e["required_gpu_s"] for e in per_eval)
+        if inflight == 1:
+            overheads = [e["wall_s"] - e["required_gpu_s"] for e in per_eval]
+        else:  # the worker's wall time per evaluation is the batch's share
+            overheads = [batch_s / n - need]
+        medians: dict[str, list[float]] = defaultdict(list)
+        for e in per_eval:
+            if e["candidate_ms"] is not None:
+                medians[e["solution"]].append(e["candidate_ms"])
         return {
+            "label": f"{inflight} in flight" + ("" if spare else ", no spare runner"),
+            "inflight": inflight,
             "spare_runner": spare,
             "evaluations": len(per_eval),
             "ok": sum(e["status"] == "ok" for e in per_eval),
@@ -231,33 +246,68 @@ def main() -> int:
             "evaluations_per_gpu_hour": round(3600 * len(per_eval) / batch_s),
             "overhead_s_median": round(statistics.median(overheads), 3),
             "overhead_s_p90": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 3),
-            "wall_s_median": round(statistics.median(e["wall_s"] for e in per_eval), 3),
+            "wall_s_per_evaluation": round(batch_s / n, 3),
+            "latency_s_median": round(statistics.median(e["wall_s"] for e in per_eval), 3),
             "gpu_busy_fraction_nvml": None if nvml.busy is None else round(nvml.busy, 3),
             "nvml_samples": len(nvml.samples),
             "useful_gpu_fraction": round(sum(e["required_gpu_s"] for e in per_eval) / batch_s, 3),
             "phase_seconds_per_eval": {k: round(v / len(per_eval), 3) for k, v in phases.items()},
+            "candidate_median_ms": {k: statistics.median(v) for k, v in medians.items()},
             "evals": per_eval,
         }
 
-    main_batch = batch(args.evals, spare=True)  # first: the default, and the one that counts if cut short
-    print("with spare runner", json.dumps({k: v for k, v in main_batch.items() if k != "evals"}), flush=True)
-    without = batch(args.compare_evals, spare=False)
-    print("without spare runner", json.dumps({k: v for k, v in without.items() if k != "evals"}), flush=True)
-    summary = {"device": args.device, "batches": [without, main_batch], "warm_up": warm}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_worker.json").write_text(json.dumps(summary, indent=1))
-    keys = [k for k in main_batch if k not in ("evals", "phase_seconds_per_eval", "spare_runner")]
+    batches = []
+    plan = [(args.evals, True, k) for k in args.inflight] + [(args.compare_evals, False, 1)] * bool(
+        args.compare_evals
+    )
+    for n, spare, inflight in plan:  # the first is the one that counts if the run is cut short
+        batches.append(batch(n, spare, inflight))
+        print(
+            batches[-1]["label"],
+            json.dumps({k: v for k, v in batches[-1].items() if k != "evals"}),
+            flush=True,
+        )
+    report(args.out, args.device, batches, warm, bool(args.compare_evals))
+    return 0
+
+
+def report(
+    out: Path, device: str, batches: list[dict[str, Any]], warm: list[dict[str, Any]], compared: bool
+) -> None:
+    """gpu_worker.json and the Markdown tables of the batches, side by side."""
+    summary = {"device": device, "batches": batches, "warm_up": warm}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_worker.json").write_text(json.dumps(summary, indent=1))
+    skip = ("evals", "phase_seconds_per_eval", "candidate_median_ms", "label", "spare_runner")
+    keys = [k for k in batches[0] if k not in skip]
     lines = [
-        f"# GPU worker: batches of evaluations of the bundled suite ({args.device}, default options)",
+        f"# GPU worker: batches of evaluations of the bundled suite ({device}, default options)",
         "",
-        "| measure | no spare runner | spare runner (default) |",
-        "|---|---|---|",
+        "| measure | " + " | ".join(b["label"] for b in batches) + " |",
+        "|---|" + "---|" * len(batches),
     ]
-    lines += [f"| {k} | {without[k]} | {main_batch[k]} |" for k in keys]
-    phase_names = sorted(set(without["phase_seconds_per_eval"]) | set(main_batch["phase_seconds_per_eval"]))
-    lines += ["", "| phase (judge), s per evaluation | no spare runner | spare runner |", "|---|---|---|"]
-    off, on = without["phase_seconds_per_eval"], main_batch["phase_seconds_per_eval"]
-    lines += [f"| {k} | {off.get(k)} | {on.get(k)} |" for k in phase_names]
+    lines += [f"| {k} | " + " | ".join(str(b[k]) for b in batches) + " |" for k in keys]
+    phase_names = sorted({k for b in batches for k in b["phase_seconds_per_eval"]})
+    lines += ["", "| phase (judge), s per evaluation | " + " | ".join(b["label"] for b in batches) + " |"]
+    lines += ["|---|" + "---|" * len(batches)]
+    lines += [
+        f"| {k} | " + " | ".join(str(b["phase_seconds_per_eval"].get(k)) for b in batches) + " |"
+        for k in phase_names
+    ]
+    base = batches[-1]["candidate_median_ms"] if compared else batches[0]["candidate_median_ms"]
+    lines += [
+        "",
+        "Candidate's median of medians per solution, ms (vs the last batch, one at a time):",
+        "",
+        "| solution | " + " | ".join(b["label"] for b in batches) + " |",
+        "|---|" + "---|" * len(batches),
+    ]
+    for name in sorted(base):
+        cells = []
+        for b in batches:
+            m = b["candidate_median_ms"].get(name)
+            cells.append("" if m is None else f"{m:.5f} ({(m / base[name] - 1) * 100:+.1f}%)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "First evaluation of each solution (baselines measured unless another solution of the task came "
@@ -274,9 +324,8 @@ def main() -> int:
         for w in warm
     ]
     text = "\n".join(lines) + "\n"
-    (args.out / "gpu_worker.md").write_text(text)
+    (out / "gpu_worker.md").write_text(text)
     print(text)
-    return 0
 
 
 if __name__ == "__main__":

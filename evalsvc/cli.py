@@ -92,10 +92,17 @@ def worker(
     queue: Annotated[str | None, typer.Option(help="gpu workers: queue name (default gpu.<uuid>)")] = None,
     device_class: Annotated[str | None, typer.Option(help="gpu workers: class, e.g. H200")] = None,
     concurrency: Annotated[
-        int | None, typer.Option(help="compile workers: parallel jobs (default: cores)")
+        int | None,
+        typer.Option(
+            help="compile workers: parallel jobs (default: cores); gpu workers: evaluations in flight on "
+            "the device, timed one at a time (default 4 on a GPU, 1 on the CPU device)",
+            min=1,
+            max=8,
+        ),
     ] = None,
 ) -> None:
-    """Run a Celery worker: `compile` (CPU, Docker sandbox) or `gpu` (one device, concurrency 1)."""
+    """Run a Celery worker: `compile` (CPU, Docker sandbox) or `gpu` (one device, several evaluations in
+    flight that share it for untimed work and take it alone for timing)."""
     import os
     import socket
 
@@ -134,7 +141,8 @@ def worker(
         "--without-mingle",
     ]
     if kind == "gpu":
-        argv += ["-Q", queue or "", "-P", "solo", "-c", "1"]
+        inflight = concurrency or (1 if device == "cpu" else 4)
+        argv += ["-Q", queue or "", "-P", "threads", "-c", str(inflight)]
     else:
         argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
     celery_app.worker_main(argv=argv)

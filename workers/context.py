@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -33,6 +33,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("evalsvc.worker")
 
 
+class built_once(cached_property):
+    """`cached_property` that builds once when threads race for it (Python 3.12 dropped its lock): the
+    evaluations in flight on a GPU worker share one evaluator, so one launcher and one set of runner uids."""
+
+    _lock = threading.RLock()
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        with self._lock:
+            return super().__get__(instance, owner)
+
+
 def worker_redis(settings: Settings) -> redis.Redis:
     """Patient with Redis: a worker holding a finished evaluation rides out a Redis restart (about two
     minutes of retries) rather than losing the result; the gateway, in contrast, fails fast (503)."""
@@ -54,28 +67,28 @@ class WorkerContext:
         self.store = make_store(settings)
         self._probe: DockerSandbox | None = None
 
-    @cached_property
+    @built_once
     def compiler(self):  # type: ignore[no-untyped-def]
         from evalsvc.wiring import make_compiler
 
         return make_compiler(self.settings, self.store)
 
-    @cached_property
+    @built_once
     def baselines(self) -> RedisBaselineCache:
         """The fleet's baseline cache: filled by vetting or by the first evaluation of a task."""
         return RedisBaselineCache(self.redis)
 
-    @cached_property
+    @built_once
     def pools(self) -> PoolStore:
         return PoolStore(self.redis)
 
-    @cached_property
+    @built_once
     def evaluator(self):  # type: ignore[no-untyped-def]
         from evalsvc.wiring import make_evaluator
 
         return make_evaluator(self.settings, self.store, self.baselines)
 
-    @cached_property
+    @built_once
     def vetter(self):  # type: ignore[no-untyped-def]
         from evalsvc.pools.vet import Vetter
 
@@ -87,7 +100,8 @@ class WorkerContext:
         if task is None:
             return None
         try:
-            record = self.vetter.vet(task, policy)
+            with self.evaluator.judge.quiet():  # times in this process: nothing else on the device
+                record = self.vetter.vet(task, policy)
         except Exception as e:  # a bug of ours: the task is held back (rejected) until vetted again
             log.exception("vetting %s failed", task_id)
             record = vet_error(task_id, self.settings.device_class, f"{type(e).__name__}: {e}")
@@ -187,7 +201,8 @@ class WorkerContext:
         try:
             if task is None:
                 raise LookupError(f"task {task_id} is gone")
-            record.profile = profile_reference(task, self.settings.device)
+            with self.evaluator.judge.quiet():  # times in this process: nothing else on the device
+                record.profile = profile_reference(task, self.settings.device)
         except Exception as e:  # a task that cannot be profiled is an answer, not a lost job
             record.error = f"{type(e).__name__}: {e}"[:2000]
             log.warning("profile of %s failed: %s", task_id, record.error)

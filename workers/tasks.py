@@ -7,6 +7,7 @@ its result document as stored; never inside the engine.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,15 +30,24 @@ from workers.context import WorkerContext, current_context
 log = logging.getLogger("evalsvc.worker")
 
 
-@cache
+_CTX_LOCK = threading.Lock()
+
+
 def _ctx() -> WorkerContext:
+    """The process's one context (a GPU worker's threads share it)."""
+    with _CTX_LOCK:
+        return _context()
+
+
+@cache
+def _context() -> WorkerContext:
     return current_context()
 
 
 @worker_shutdown.connect
 def _close_runners(**_: object) -> None:
     """The spare runner and its scratch directory end with the worker instead of outliving it."""
-    if _ctx.cache_info().currsize and "evaluator" in vars(_ctx()):
+    if _context.cache_info().currsize and "evaluator" in vars(_ctx()):
         _ctx().evaluator.judge.launcher.close()
 
 

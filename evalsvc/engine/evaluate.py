@@ -7,6 +7,7 @@ Every failure of the candidate becomes a status here, and our own bugs an `inter
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -40,14 +41,16 @@ class Evaluator:
         self.store = store
         self.worker = worker
         self._tasks: dict[str, LoadedTask] = {}  # by content hash: loaded and checked once per worker
+        self._tasks_lock = threading.Lock()  # evaluations in flight side by side load a task once
 
     def _load(self, spec: TaskSpec) -> LoadedTask:
         """The task module run and its inputs checked once, not on every evaluation of the task."""
-        if spec.id not in self._tasks:
-            if len(self._tasks) >= 256:
-                self._tasks.pop(next(iter(self._tasks)))
-            self._tasks[spec.id] = load_task(spec)
-        return self._tasks[spec.id]
+        with self._tasks_lock:
+            if spec.id not in self._tasks:
+                if len(self._tasks) >= 256:
+                    self._tasks.pop(next(iter(self._tasks)))
+                self._tasks[spec.id] = load_task(spec)
+            return self._tasks[spec.id]
 
     def evaluate(
         self,

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, partial
 from pathlib import Path
@@ -33,6 +35,7 @@ from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
+from evalsvc.engine.gpu_schedule import GpuSchedule
 from evalsvc.engine.hardware import task_roofline
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.ncu import NcuProbe
@@ -83,6 +86,10 @@ ROOFLINE_SLACK = 1.25
 
 
 class Judge:
+    """Thread-safe: a GPU worker runs several evaluations at once on one judge. They share the device for
+    their untimed work and take it alone (`quiet`) for every timing; the host side of this process
+    (reference calls under the task's TF32 setting, torch's global RNG) is taken one thread at a time."""
+
     def __init__(
         self, device: str, launcher: RunnerLauncher, baselines: BaselineCache, ncu: NcuProbe | None = None
     ) -> None:
@@ -90,6 +97,8 @@ class Judge:
         self.launcher = launcher
         self.baselines = baselines
         self.ncu = ncu
+        self.gpu = GpuSchedule()
+        self._host = threading.RLock()  # TF32 flags are per process: set and used by one thread at a time
         # Runners make input sets from seeds on a GPU (no copy through the host); on the CPU device making
         # a set costs more than copying it through shared memory (a 80 MB ReLU's trials: 1.67 s against
         # 0.97 s on the CPU machine), so sets are sent there.
@@ -98,14 +107,24 @@ class Judge:
         self._work: dict[str, TaskWork] = {}
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
-        try:
-            return self._evaluate(task, artifact, options)
-        finally:
-            self.launcher.prestart()  # after every timing of this evaluation, so no runner start disturbs one
+        with self.gpu.shared():
+            try:
+                return self._evaluate(task, artifact, options)
+            finally:
+                self.launcher.prestart()  # spares start outside timing: `quiet` waits for them
+
+    @contextmanager
+    def quiet(self, tf32: bool | None = None) -> Iterator[None]:
+        """The device alone for timing: no other evaluation's work and no runner starting beside it (also
+        what a GPU worker's vetting and reference profiling take); with `tf32`, the task's precision set."""
+        with self.gpu.alone():
+            self.launcher.settle()
+            if tf32 is not None:
+                set_precision(tf32)
+            yield
 
     def _evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
         meta = task.spec.meta
-        set_precision(meta.tf32)
         n_trials = options.trials or meta.trials
         seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
         verdict = Verdict(Status.OK, seeds=seeds)
@@ -124,15 +143,18 @@ class Judge:
             pool_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
             pool = [task.make_inputs(s, self.device) for s in pool_seeds]
             relative = verdict.correctness.relative_check
-            self.launcher.settle()  # spares finish starting before anything is timed
-            verdict.timings.candidate = self._time_candidate(
-                handle, task, reference, pool, pool_seeds, options, relative
-            )
+            with self.quiet(meta.tf32):
+                verdict.timings.candidate = self._time_candidate(
+                    handle, task, reference, pool, pool_seeds, options, relative
+                )
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
-                self._time_graphs(handle, task, reference, pool[0], pool_seeds[0], options, verdict.timings)
+                with self.quiet(meta.tf32):
+                    graph_inputs = pool[0], pool_seeds[0]
+                    self._time_graphs(handle, task, reference, *graph_inputs, options, verdict.timings)
             if options.profile:
-                verdict.profile = self._trace(handle, pool[0])
+                with self.quiet(meta.tf32):
+                    verdict.profile = self._trace(handle, pool[0])
         except _Stop as stop:
             verdict.status, verdict.message, verdict.failure = stop.status, stop.message, stop.failure
             if stop.rule:
@@ -144,7 +166,8 @@ class Judge:
         verdict.roofline = self._roofline(task, reference, pool[0], verdict.timings)
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
-            self._nsight(verdict.profile, artifact, task, reference, pool[0], handle.uid)
+            with self.quiet(meta.tf32), self.launcher.borrowed_uid() as uid:
+                self._nsight(verdict.profile, artifact, task, reference, pool[0], uid)
         return verdict
 
     def _roofline(
@@ -154,7 +177,8 @@ class Judge:
         None when they cannot be had (a reference the FLOP counter refuses), never a failed evaluation."""
         try:
             if task.spec.id not in self._work:
-                self._work[task.spec.id] = task_work(reference, inputs)
+                with self._host:
+                    self._work[task.spec.id] = task_work(reference, inputs)
             median = timings.candidate.median_ms if timings.candidate else None
             meta = task.spec.meta
             work = self._work[task.spec.id]
@@ -261,7 +285,7 @@ class Judge:
     def _task_quality(self, task: LoadedTask, reference: torch.nn.Module) -> list[str]:
         """Checked once per task and process, on two fixed input sets."""
         if task.spec.id not in self._quality:
-            outs = [self._reference(reference, task.make_inputs(s, self.device)) for s in (11, 12)]
+            outs = [self._reference(task, reference, task.make_inputs(s, self.device)) for s in (11, 12)]
             meta = task.spec.meta
             self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
         return self._quality[task.spec.id]
@@ -355,9 +379,9 @@ class Judge:
         seeded = cache(partial(_seeded, explicit, seed))  # built once, only if the runner makes inputs
         if candidate_first:
             reply = self._ask_made(handle, explicit, seeded, size)
-            ref_out = self._reference(reference, inputs)
+            ref_out = self._reference(task, reference, inputs)
         else:
-            ref_out = self._reference(reference, inputs)
+            ref_out = self._reference(task, reference, inputs)
             reply = self._ask_made(handle, explicit, seeded, size)
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
         if repeat:
@@ -394,8 +418,10 @@ class Judge:
             corr.first_failure = t
             raise _Stop(Status.INCORRECT, f"trial {t}{context}: {cmp.message}")
 
-    def _reference(self, reference: torch.nn.Module, inputs: list[Any]) -> Any:
-        return run_reference(reference, inputs, self.device)
+    def _reference(self, task: LoadedTask, reference: torch.nn.Module, inputs: list[Any]) -> Any:
+        with self._host:
+            set_precision(task.spec.meta.tf32)
+            return run_reference(reference, inputs, self.device)
 
     def _policy(self, options: EvalOptions) -> TimingPolicy:
         return TimingPolicy(budget_s=options.timing_budget_s, target_rel_ci=options.target_rel_ci)
@@ -424,7 +450,7 @@ class Judge:
             raise _Stop(
                 Status.FORBIDDEN, "the runner reported an input set that does not exist", "forged_message"
             )
-        ref_out = self._reference(reference, pool[idx])
+        ref_out = self._reference(task, reference, pool[idx])
         meta = task.spec.meta
         corr = Verdict(
             Status.OK, correctness=Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
@@ -460,7 +486,9 @@ class Judge:
         eager = self.baselines.get(keys.eager)
         timings.eager_cached = eager is not None
         if eager is None:
-            eager = measure(lambda *a: call_reference(reference, list(a)), pool, self.device, policy).stats
+            with self.quiet(meta.tf32):
+                call = partial(_call_listed, reference)
+                eager = measure(call, pool, self.device, policy).stats
             self.baselines.put(keys.eager, eager)
         timings.eager = eager
         if options.compile_baseline:
@@ -468,7 +496,7 @@ class Judge:
             compiled = self.baselines.get(keys.compiled)
             timings.compiled_cached = compiled is not None
             if compiled is None:
-                compiled = time_compiled(reference, pool, meta.compile_mode, self.device, policy)
+                compiled = self._time_compiled(reference, pool, meta.tf32, meta.compile_mode, policy)
                 if compiled is not None:
                     self.baselines.put(keys.compiled, compiled)
             timings.compiled = compiled
@@ -476,6 +504,19 @@ class Judge:
             timings.compiled_cached or not options.compile_baseline
         )
         timings.baselines_measured_s = time.monotonic() - started
+
+    def _time_compiled(
+        self, reference: torch.nn.Module, pool: list[list[Any]], tf32: bool, mode: str, policy: TimingPolicy
+    ) -> TimingStats | None:
+        """Compiled beside other evaluations (Inductor picks kernels by the TF32 flags: under the host
+        lock), timed alone."""
+        with self._host:
+            set_precision(tf32)
+            call = compile_reference(reference, pool, mode)
+        if call is None:
+            return None
+        with self.quiet(tf32):
+            return _measured(call, pool, self.device, policy)
 
 
 def _seeded(explicit: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -498,6 +539,10 @@ def call_reference(reference: torch.nn.Module, inputs: list[Any]) -> Any:
         return reference(*inputs)
 
 
+def _call_listed(reference: torch.nn.Module, *inputs: Any) -> Any:
+    return call_reference(reference, list(inputs))
+
+
 def run_reference(reference: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
     """One reference call whose output is used at once (device synchronised)."""
     out = call_reference(reference, inputs)
@@ -506,20 +551,37 @@ def run_reference(reference: torch.nn.Module, inputs: list[Any], device: torch.d
     return out
 
 
-def time_compiled(
-    reference: torch.nn.Module, pool: list[list[Any]], mode: str, device: torch.device, policy: TimingPolicy
-) -> TimingStats | None:
-    """torch.compile of the reference (in the task's mode) timed like everything else; None when it does
-    not compile (no milestone 3 then, not a failed evaluation)."""
+def compile_reference(
+    reference: torch.nn.Module, pool: list[list[Any]], mode: str
+) -> Callable[..., Any] | None:
+    """torch.compile of the reference in the task's mode, compiled by a first call; None when it does not
+    compile (no milestone 3 then, not a failed evaluation)."""
     try:
         compiled = torch.compile(reference, mode=None if mode == "default" else mode)
         with torch.no_grad():
             compiled(*pool[0])
+    except Exception:
+        return None
 
-        def call(*a: Any) -> Any:
-            with torch.no_grad():
-                return compiled(*a)
+    def call(*a: Any) -> Any:
+        with torch.no_grad():
+            return compiled(*a)
 
+    return call
+
+
+def _measured(
+    call: Callable[..., Any], pool: list[list[Any]], device: torch.device, policy: TimingPolicy
+) -> TimingStats | None:
+    try:
         return measure(call, pool, device, policy).stats
     except Exception:
         return None
+
+
+def time_compiled(
+    reference: torch.nn.Module, pool: list[list[Any]], mode: str, device: torch.device, policy: TimingPolicy
+) -> TimingStats | None:
+    """torch.compile of the reference timed like everything else; None when it does not compile or run."""
+    call = compile_reference(reference, pool, mode)
+    return None if call is None else _measured(call, pool, device, policy)

@@ -9,14 +9,16 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import READY, RunnerSetup, runner_main
-from evalsvc.sandbox.isolation import runner_uid
+from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
 
 log = logging.getLogger("evalsvc.launcher")
 
@@ -59,6 +61,7 @@ class RunnerHandle:
         device: str,
         arena: Arena | None,
         uid: int,
+        on_close: Callable[[int], None] | None = None,
     ) -> None:
         self.proc = proc
         self.conn = conn
@@ -66,6 +69,7 @@ class RunnerHandle:
         self.device = device
         self.arena = arena
         self.uid = uid
+        self._on_close = on_close  # hands the uid back to the launcher once the process is gone
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
 
@@ -136,6 +140,9 @@ class RunnerHandle:
         if self.arena is not None:
             self.arena.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._on_close is not None:
+            self._on_close(self.uid)
+            self._on_close = None
 
 
 class RunnerLauncher:
@@ -144,8 +151,10 @@ class RunnerLauncher:
     With `keep_spare`, runners are started ahead (`prestart`, once all timing of an evaluation is over)
     so that two wait in line: the next evaluation takes the older, already warm one, and the younger
     finishes its start (isolation, CUDA context, imports) beside that evaluation's load and trials; the
-    judge waits for it (`settle`) before anything is timed. Successive runners alternate between the
-    device's two uids, so a candidate cannot signal or trace the spare that waits beside it.
+    judge waits for it (`settle`) before anything is timed. Every runner alive at once (evaluations in
+    flight and spares) has a uid of its own among the device's `RUNNER_UIDS`, the one freed longest ago,
+    so a candidate cannot signal or trace a runner beside it or the one that follows it. Thread-safe: the
+    evaluations in flight on a GPU worker share one launcher.
     """
 
     SPARES = 2
@@ -160,27 +169,29 @@ class RunnerLauncher:
     ) -> None:
         self.device = device
         self.isolate = isolate
-        self.uids = (runner_uid(device, 0), runner_uid(device, 1))
+        self.uids = tuple(runner_uid(device, slot) for slot in range(RUNNER_UIDS))
         self.limits = limits or RunnerLimits()
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
         self.cover = cover
         self.keep_spare = True  # the GPU worker benchmark turns it off to compare
-        self._spares: deque[RunnerHandle] = deque()  # oldest first; neighbours have different uids
-        self._last_uid = self.uids[1]
+        self._spares: deque[RunnerHandle] = deque()  # oldest first
+        self._free_uids: deque[int] = deque(self.uids)  # freed longest ago first
+        self._lock = threading.Lock()
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(PRELOAD)
 
     def start(self, artifact: Path) -> RunnerHandle:
         """A runner for `artifact`: the oldest spare that is still alive, else a new one."""
         handle = None
-        while self._spares and handle is None:
-            spare = self._spares.popleft()
-            if spare.proc.is_alive():
+        while handle is None:
+            with self._lock:
+                spare = self._spares.popleft() if self._spares else None
+            if spare is None:
+                handle = self._spawn()
+            elif spare.proc.is_alive():
                 handle = spare
             else:
                 spare.close()
-        if handle is None:
-            handle = self._spawn()
         target = handle.scratch / "artifact"
         shutil.copytree(artifact, target)
         if self.isolate:  # the runner drops to its uid before it reads the artifact: hand the files over
@@ -190,41 +201,75 @@ class RunnerLauncher:
 
     def prestart(self) -> None:
         """Start spares up to `SPARES`, after every timing of the evaluation that just ended."""
-        while self.keep_spare and len(self._spares) < self.SPARES:
-            self._spares.append(self._spawn())
+        while self.keep_spare:
+            with self._lock:
+                if len(self._spares) >= self.SPARES:
+                    return
+            spare = self._spawn()
+            with self._lock:
+                self._spares.append(spare)
 
     def settle(self) -> None:
         """Wait until every spare has finished starting, so none runs its start beside a timed kernel. A
         spare that fails to start is dropped; a later evaluation then starts its own runner."""
-        for spare in list(self._spares):
+        with self._lock:
+            spares = list(self._spares)
+        for spare in spares:
             try:
                 spare.wait_ready(self.limits.load_timeout_s)
             except (RunnerDied, RunnerTimeout, BadMessage) as e:
                 log.warning("spare runner dropped: %s", e)
+                with self._lock:
+                    if spare in self._spares:
+                        self._spares.remove(spare)
                 spare.close()
-                self._spares.remove(spare)
 
     def close(self) -> None:
         """Stop the spare runners and remove their scratch directories (worker shutdown, tests)."""
-        while self._spares:
-            self._spares.popleft().close()
+        with self._lock:
+            spares, self._spares = list(self._spares), deque()
+        for spare in spares:
+            spare.close()
+
+    @contextlib.contextmanager
+    def borrowed_uid(self) -> Iterator[int]:
+        """A runner uid no live runner has, for a candidate process started outside the launcher (the
+        Nsight Compute target)."""
+        uid = self._take_uid()
+        try:
+            yield uid
+        finally:
+            self._free_uid(uid)
+
+    def _take_uid(self) -> int:
+        with self._lock:
+            if not self._free_uids:
+                raise RuntimeError(f"all {RUNNER_UIDS} runner uids of {self.device} are in use")
+            return self._free_uids.popleft()
+
+    def _free_uid(self, uid: int) -> None:
+        with self._lock:
+            self._free_uids.append(uid)
 
     def _spawn(self) -> RunnerHandle:
-        """A new runner under the uid its predecessor did not have."""
-        uid = self.uids[1] if self._last_uid == self.uids[0] else self.uids[0]
-        self._last_uid = uid
-        scratch = Path(tempfile.mkdtemp(prefix="evalsvc-run-", dir=self.scratch_root))
-        parent, child = self._ctx.Pipe(duplex=True)
-        setup = RunnerSetup(
-            cover=str(self.cover) if self.cover else None,
-            scratch=str(scratch),
-            device=self.device,
-            isolate=self.isolate,
-            memory_bytes=self.limits.memory_bytes,
-            uid=uid,
-        )
-        arena = Arena.create()
-        proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)
-        proc.start()
+        """A new runner under the uid freed longest ago."""
+        uid = self._take_uid()
+        try:
+            scratch = Path(tempfile.mkdtemp(prefix="evalsvc-run-", dir=self.scratch_root))
+            parent, child = self._ctx.Pipe(duplex=True)
+            setup = RunnerSetup(
+                cover=str(self.cover) if self.cover else None,
+                scratch=str(scratch),
+                device=self.device,
+                isolate=self.isolate,
+                memory_bytes=self.limits.memory_bytes,
+                uid=uid,
+            )
+            arena = Arena.create()
+            proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)
+            proc.start()
+        except BaseException:
+            self._free_uid(uid)
+            raise
         child.close()
-        return RunnerHandle(proc, parent, scratch, self.device, arena, uid)
+        return RunnerHandle(proc, parent, scratch, self.device, arena, uid, self._free_uid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,9 @@ from evalsvc.core.tasks import InvalidTask, Precision, TaskSpec
 
 DTYPES = {Precision.FP32: torch.float32, Precision.FP16: torch.float16, Precision.BF16: torch.bfloat16}
 MAX_INPUT_BYTES = 8 * 1024**3
+# torch's global RNG is seeded, then drawn from by the task's code: one thread at a time, or evaluations in
+# flight side by side would get each other's numbers (and input digests that do not reproduce).
+SEEDED = threading.RLock()
 
 
 @dataclass
@@ -27,8 +31,8 @@ class LoadedTask:
 
         Made on the device itself (its default device for the call): no host-side random numbers and no
         copy, and an input set too large for the device fails as a device out-of-memory error."""
-        torch.manual_seed(seed)
-        with torch.device(device):
+        with SEEDED, torch.device(device):
+            torch.manual_seed(seed)
             raw = list(self.get_inputs())
         dtype = DTYPES[self.spec.meta.precision]
         out = []
@@ -41,8 +45,8 @@ class LoadedTask:
         return out
 
     def make_model(self, seed: int, device: torch.device) -> torch.nn.Module:
-        torch.manual_seed(seed)
-        with torch.device(device):
+        with SEEDED, torch.device(device):
+            torch.manual_seed(seed)
             model = self.model_cls(*self.get_init_inputs())
         dtype = DTYPES[self.spec.meta.precision]
         return model.to(device=device, dtype=dtype).eval()
@@ -52,7 +56,8 @@ def load_task(spec: TaskSpec) -> LoadedTask:
     """Execute the task module and validate its interface and inputs; raise InvalidTask saying what is
     wrong."""
     task = exec_task(spec)
-    _check_inputs(task)
+    with SEEDED:
+        _check_inputs(task)
     return task
 
 

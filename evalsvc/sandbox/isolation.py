@@ -7,6 +7,7 @@ import os
 
 SANDBOX_UID = 65532
 RUNNER_UID_BASE = 65100
+RUNNER_UIDS = 16  # per device: 65100-65115 for the CPU device, 65116 + 16N ... for cuda:N
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -19,18 +20,18 @@ class IsolationError(RuntimeError):
 
 
 def runner_uid(device: str, slot: int = 0) -> int:
-    """The uid a device's runners drop to: two per device (`slot` 0 or 1, alternating, so the spare runner
-    that warms up beside a candidate cannot be signalled or traced by it), none shared with the compile
-    sandbox (65532). RLIMIT_NPROC counts every process and thread of a uid on the host, so runners of
-    eight GPUs and the compile containers under one uid would share one budget of 512 (seen as "libgomp:
-    Thread creation failed" when two stacks ran on one machine). The CPU device's runners take the base
-    uids."""
-    if slot not in (0, 1):
-        raise ValueError(f"runner uid slot must be 0 or 1, not {slot}")
+    """The uid a device's runners drop to: `RUNNER_UIDS` per device, so that no two runners alive at once
+    (the evaluations in flight and the spares started ahead) share one and none can signal or trace
+    another; none shared with the compile sandbox (65532). RLIMIT_NPROC counts every process and thread
+    of a uid on the host, so runners of eight GPUs and the compile containers under one uid would share
+    one budget of 512 (seen as "libgomp: Thread creation failed" when two stacks ran on one machine).
+    The CPU device's runners take the first block."""
+    if not 0 <= slot < RUNNER_UIDS:
+        raise ValueError(f"runner uid slot must be in 0..{RUNNER_UIDS - 1}, not {slot}")
     if not device.startswith("cuda"):
         return RUNNER_UID_BASE + slot
     _, _, index = device.partition(":")
-    return RUNNER_UID_BASE + 2 * (1 + (int(index) if index else 0)) + slot
+    return RUNNER_UID_BASE + RUNNER_UIDS * (1 + (int(index) if index else 0)) + slot
 
 
 def unshare_network() -> None:

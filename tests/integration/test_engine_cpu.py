@@ -13,7 +13,7 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.taskload import input_digest, load_task
-from evalsvc.sandbox.isolation import SANDBOX_UID, runner_uid
+from evalsvc.sandbox.isolation import RUNNER_UIDS, SANDBOX_UID, runner_uid
 from evalsvc.suite import cases
 
 FAST = EvalOptions(trials=3, timing_budget_s=0.3, compile_baseline=False, timing_pool=2)
@@ -87,14 +87,17 @@ def _can_signal(uid: int, pid: int) -> bool:
     return code == 0
 
 
-def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_runners_alive_at_once_run_as_different_uids_of_their_device(pipeline) -> None:  # type: ignore[no-untyped-def]
     """RLIMIT_NPROC counts every process and thread of a uid on the host: runners of different GPUs, and
-    the compile sandbox, must not share one uid's budget. A spare waits beside the candidate, so
-    successive runners alternate between the device's two uids: a candidate cannot signal (SIGSTOP) the
-    runner of the next evaluation."""
-    uids = {runner_uid(d, slot) for d in ("cpu", "cuda", "cuda:1") for slot in (0, 1)}
-    assert len(uids | {SANDBOX_UID}) == 7
+    the compile sandbox, must not share one uid's budget. Spares wait beside the candidate, and several
+    evaluations are in flight on a GPU worker: every runner alive at once has a uid of its own (a
+    candidate cannot SIGSTOP the runner of the next evaluation), and a freed uid goes to the back of the
+    line."""
+    uids = {runner_uid(d, slot) for d in ("cpu", "cuda", "cuda:1") for slot in range(RUNNER_UIDS)}
+    assert len(uids | {SANDBOX_UID}) == 3 * RUNNER_UIDS + 1
     assert runner_uid("cuda") == runner_uid("cuda:0")
+    with pytest.raises(ValueError):
+        runner_uid("cuda", RUNNER_UIDS)
     launcher = pipeline.evaluator.judge.launcher
     if not launcher.isolate:
         pytest.skip("runner isolation needs root")
@@ -108,16 +111,22 @@ def test_runner_and_its_spare_run_as_different_uids_of_their_device(pipeline) ->
         launcher.prestart()  # two spares wait in line
         second = launcher.start(artifact)  # the older spare ...
         third = launcher.start(artifact)  # ... and the one that waited beside it
+        handles = [first, second, third]
     try:
-        for handle in (first, second, third):
+        for handle in handles:
             handle.wait_ready(120)
             assert _real_uid(handle.proc.pid) == handle.uid
             assert (handle.scratch / "artifact").stat().st_uid == handle.uid
-        assert first.uid != second.uid != third.uid and {first.uid, second.uid} == set(launcher.uids)
+        assert len({h.uid for h in handles}) == 3 and {h.uid for h in handles} <= set(launcher.uids)
         assert _can_signal(second.uid, second.proc.pid)  # the probe works: its own uid's runner
         assert not _can_signal(second.uid, third.proc.pid)
+        assert not _can_signal(third.uid, first.proc.pid)
+        first.close()
+        assert launcher._free_uids[-1] == first.uid  # freed last, so taken last
+        with launcher.borrowed_uid() as uid:  # the Nsight target's: no live runner's
+            assert uid not in {h.uid for h in handles}
     finally:
-        for handle in (first, second, third):
+        for handle in handles:
             handle.close()
         launcher.close()
 
