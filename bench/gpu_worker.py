@@ -9,10 +9,10 @@ job of a task); that warm-up is reported on its own.
 Then `--evals` evaluations cycle through the solutions at the default options, as the GPU worker runs
 them (the same Evaluator the Celery task calls; no queue). NVML is sampled every 20 ms meanwhile.
 
-The batch runs with `--inflight` evaluations at once for each value given (a GPU worker's threads: they
+The batch runs once per `--batches` entry, with that many evaluations at once (a GPU worker's threads: they
 share the device for untimed work and take it alone to time, `GpuSchedule`), each with the default spare
-runners (two started ahead; see `RunnerLauncher`), then `--compare-evals` one at a time with every
-runner started on demand. Every batch lists its candidates' medians per solution, so that timing beside
+runners (two started ahead; see `RunnerLauncher`) or, for an entry written `K/cold`, with every runner
+started on demand. Every batch lists its candidates' medians per solution, so that timing beside
 other evaluations in flight is compared with timing one at a time, in the same run.
 
 Overhead of one evaluation = the worker's wall time per evaluation minus the GPU time its trials need:
@@ -153,8 +153,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--evals", type=int, default=64)
-    ap.add_argument("--compare-evals", type=int, default=16, help="batch one at a time, no spare runner")
-    ap.add_argument("--inflight", type=int, nargs="+", default=[4, 1], help="evaluations at once, per batch")
+    ap.add_argument(
+        "--batches",
+        nargs="+",
+        default=["4", "1", "1/cold"],
+        help="per batch: evaluations in flight, '/cold' for runners started on demand (no spares)",
+    )
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--limit", type=int, default=None, help="only the first N honest solutions")
     args = ap.parse_args()
@@ -257,23 +261,19 @@ def main() -> int:
         }
 
     batches = []
-    plan = [(args.evals, True, k) for k in args.inflight] + [(args.compare_evals, False, 1)] * bool(
-        args.compare_evals
-    )
-    for n, spare, inflight in plan:  # the first is the one that counts if the run is cut short
-        batches.append(batch(n, spare, inflight))
+    for spec in args.batches:  # the first is the one that counts if the run is cut short
+        inflight, _, cold = spec.partition("/")
+        batches.append(batch(args.evals, not cold, int(inflight)))
         print(
             batches[-1]["label"],
             json.dumps({k: v for k, v in batches[-1].items() if k != "evals"}),
             flush=True,
         )
-    report(args.out, args.device, batches, warm, bool(args.compare_evals))
+    report(args.out, args.device, batches, warm)
     return 0
 
 
-def report(
-    out: Path, device: str, batches: list[dict[str, Any]], warm: list[dict[str, Any]], compared: bool
-) -> None:
+def report(out: Path, device: str, batches: list[dict[str, Any]], warm: list[dict[str, Any]]) -> None:
     """gpu_worker.json and the Markdown tables of the batches, side by side."""
     summary = {"device": device, "batches": batches, "warm_up": warm}
     out.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ def report(
         f"| {k} | " + " | ".join(str(b["phase_seconds_per_eval"].get(k)) for b in batches) + " |"
         for k in phase_names
     ]
-    base = batches[-1]["candidate_median_ms"] if compared else batches[0]["candidate_median_ms"]
+    base = batches[-1]["candidate_median_ms"]
     lines += [
         "",
         "Candidate's median of medians per solution, ms (vs the last batch, one at a time):",

@@ -29,7 +29,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
-    worker) timeout ${WORKER_TIMEOUT:-500} python3 -m bench.gpu_worker --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --evals ${EVALS:-64} --compare-evals ${COMPARE_EVALS:-16} ${INFLIGHT:+--inflight $INFLIGHT} ${LIMIT:+--limit $LIMIT} ;;
+    worker) timeout ${WORKER_TIMEOUT:-500} python3 -m bench.gpu_worker --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --evals ${EVALS:-64} ${BATCHES:+--batches $BATCHES} ${LIMIT:+--limit $LIMIT} ;;
     fidelity) timeout ${FIDELITY_TIMEOUT:-400} python3 -m bench.timing_fidelity --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-4} ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} ;;
     profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ${PROFILE_ONLY:+--only $PROFILE_ONLY} ${PROFILE_REFERENCES_ONLY:+--references-only} ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;

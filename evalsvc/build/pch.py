@@ -7,6 +7,7 @@ Run as `python -m evalsvc.build.pch OUT [FLAGSET_JSON ...]`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shlex
 import subprocess
@@ -44,24 +45,30 @@ def build_pch(out: Path, extra_cflags: list[str]) -> Path:
     header = torch_include_dir() / "torch" / "extension.h"
     target = out / pch_subdir(extra_cflags) / "torch" / "extension.h.gch"
     target.parent.mkdir(parents=True, exist_ok=True)
-    # gcc resolves a second `#include <torch/extension.h>` (load_inline adds one, most solutions another)
-    # in this directory too, and a PCH serves only the first: this stub hands it on to the real header,
-    # whose `#pragma once` the PCH already carries. Without a usable PCH it simply includes the header.
-    stub = target.with_suffix("")
-    if not stub.exists():
-        stub.write_text("#pragma once\n#include_next <torch/extension.h>\n")
-    if target.exists():
-        return target
-    with tempfile.TemporaryDirectory() as tmp:
-        flags = _cxx_cflags(extra_cflags, Path(tmp))
-        partial = target.with_suffix(".gch.partial")
-        subprocess.run(
-            ["c++", "-x", "c++-header", str(header), "-o", str(partial), *flags],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-        partial.rename(target)
+    # A compile worker's pool children start together on a fresh data directory and each asks for the
+    # headers: one builds them, the others wait for it (all of them renaming one `.partial` failed the
+    # first jobs of a fresh H200 stack with "No such file or directory").
+    with open(target.parent / ".build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # gcc resolves a second `#include <torch/extension.h>` (load_inline adds one, most solutions
+        # another) in this directory too, and a PCH serves only the first: this stub hands it on to the
+        # real header, whose `#pragma once` the PCH already carries. Without a usable PCH it simply
+        # includes the header.
+        stub = target.with_suffix("")
+        if not stub.exists():
+            stub.write_text("#pragma once\n#include_next <torch/extension.h>\n")
+        if target.exists():
+            return target
+        with tempfile.TemporaryDirectory() as tmp:
+            flags = _cxx_cflags(extra_cflags, Path(tmp))
+            partial = target.with_suffix(".gch.partial")
+            subprocess.run(
+                ["c++", "-x", "c++-header", str(header), "-o", str(partial), *flags],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
+            partial.rename(target)
     return target
 
 
