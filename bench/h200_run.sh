@@ -34,6 +34,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ${PROFILE_ONLY:+--only $PROFILE_ONLY} ${PROFILE_REFERENCES_ONLY:+--references-only} ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     beside) timeout ${BESIDE_TIMEOUT:-300} python3 -m bench.start_beside_timing --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-6} ;;
+    start) timeout 150 python3 -m bench.runner_start --device cuda --out "$OUT" --rounds ${REPEATS:-3} --together 1 4 8 ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
     transport) timeout 120 python3 -m bench.transport --device cuda --mb 80 --rounds 5 ;;
   esac
