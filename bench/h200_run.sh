@@ -2,7 +2,7 @@
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
 #   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
-#   STEPS="transport worker fidelity beside profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
+#   STEPS="transport worker fidelity beside start profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
