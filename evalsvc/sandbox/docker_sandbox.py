@@ -244,7 +244,10 @@ class DockerSandbox:
         labels: list[str] = [f"{ROLE_LABEL}={ROLE}", f"{OWNER_LABEL}={self.owner}"]
         filters: dict[str, str | list[str] | bool] = {"label": labels}
         with self._errors("listing leftover containers"):
-            found = self._docker().containers.list(all=True, filters=filters)
+            # A sibling may remove its container between the listing and the inspection of each found:
+            # skip it (a 404 here failed a compile job as "sandbox unavailable", 1 run in ~20 of
+            # test_redis_restart_during_a_batch).
+            found = self._docker().containers.list(all=True, filters=filters, ignore_removed=True)
         leftovers = [c for c in found if not process_alive(c.labels.get(OWNER_PROCESS_LABEL, ""))]
         for container in leftovers:
             log.warning("removing leftover compile container %s", container.short_id)
