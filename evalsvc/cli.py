@@ -143,11 +143,6 @@ def worker(
     if kind == "gpu":
         inflight = concurrency or (1 if device == "cpu" else 4)
         argv += ["-Q", queue or "", "-P", "threads", "-c", str(inflight)]
-        # A thread cannot be cancelled: when the broker connection drops, the evaluations in flight run
-        # to the end and write their results (Redis retries ride out a restart); their messages, never
-        # acked, come back and find the jobs done. Celery would otherwise try to kill them and crash the
-        # worker (NotImplementedError from the threads pool, seen in test_redis_restart_during_a_batch).
-        celery_app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
     else:
         argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
     celery_app.worker_main(argv=argv)

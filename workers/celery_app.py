@@ -39,7 +39,11 @@ def make_celery(settings: Settings) -> Celery:
         broker_connection_retry_on_startup=True,
         broker_transport_options=redelivery_options(settings.redelivery_after_s),
         worker_hijack_root_logger=False,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # A prefork child can be killed when the broker connection drops; a GPU worker's thread cannot:
+        # its evaluations run to the end and write their results (Redis retries ride out a restart), and
+        # their messages, never acked, come back and find the jobs done. Cancelling them made Celery
+        # crash the worker (NotImplementedError from the threads pool, in test_redis_restart_during_a_batch).
+        worker_cancel_long_running_tasks_on_connection_loss=settings.worker_kind != "gpu",
     )
     return app
 
