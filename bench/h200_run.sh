@@ -36,6 +36,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     beside) timeout ${BESIDE_TIMEOUT:-300} python3 -m bench.start_beside_timing --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-6} ;;
     start) timeout 150 python3 -m bench.runner_start --device cuda --out "$OUT" --rounds ${REPEATS:-3} --together 1 4 8 ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
+    method) timeout ${METHOD_TIMEOUT:-300} python3 -m bench.timing_method --out "$OUT" --idle-s ${IDLE_S:-25} --rounds ${REPEATS:-10} ;;
     transport) timeout 120 python3 -m bench.transport --device cuda --mb 80 --rounds 5 ;;
   esac
   echo "=== $step exit $? $(date +%T)"

@@ -22,6 +22,7 @@ class TimingPolicy:
     target_rel_ci: float = 0.01
     budget_s: float = 5.0
     flush_bytes: int = 256 * 1024 * 1024
+    calls_per_sync: int = 1
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Measurement:
     last_output: Any
     last_index: int
     wall_s: float
+    samples_ms: list[float]  # in the order taken
 
 
 def _copy_into(staging: Sequence[Any], source: Sequence[Any]) -> None:
@@ -44,7 +46,8 @@ def measure(
     """Time `fn(*inputs)`; before each call the staging inputs get the next pool set's values.
 
     Values change every call at fixed addresses, so caching by pointer returns stale results (caught by
-    checking the last output) and caching by value must read every input first.
+    checking the last output) and caching by value must read every input first. On a GPU,
+    `policy.calls_per_sync` calls are queued between device-wide synchronisations.
     """
     cuda = device.type == "cuda"
     staging = [a.clone() if isinstance(a, torch.Tensor) else a for a in pool[0]]
@@ -58,35 +61,39 @@ def measure(
     start_wall = perf()
     deadline = start_wall + policy.budget_s
     i = 0
+    queued = max(1, policy.calls_per_sync) if cuda else 1
     while True:
-        idx = i % len(pool)
-        _copy_into(staging, pool[idx])
-        flush.fill_(float(i))
+        pending: list[tuple[int, Any, Any]] = []
+        for _ in range(queued if i >= policy.warmup_runs else policy.warmup_runs):
+            idx = i % len(pool)
+            _copy_into(staging, pool[idx])
+            flush.fill_(float(i))
+            if cuda:
+                # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
+                # 256 MB on an H200) while the CPU records `begin` and launches the call, so the first
+                # kernel starts right after `begin` instead of after the host's launch latency (tens of
+                # µs). As triton's do_bench times; host work between the call's kernels is still counted.
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                out = fn(*staging)
+                end.record()
+                pending.append((i, begin, end))
+            else:
+                t0 = perf()
+                out = fn(*staging)
+                pending.append((i, t0, perf()))
+            i += 1
         if cuda:
-            # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for 256 MB
-            # on an H200) while the CPU records `begin` and launches the call, so the first kernel
-            # starts right after `begin` instead of after the host's launch latency (tens of µs: the
-            # likely reason a ReLU that do_bench put at 4.4 µs measured 34 µs on the H200). As triton's
-            # do_bench times; host work between the call's kernels is still counted.
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-            out = fn(*staging)
-            end.record()
             torch.cuda.synchronize()
-            elapsed = begin.elapsed_time(end)
-        else:
-            t0 = perf()
-            out = fn(*staging)
-            elapsed = (perf() - t0) * 1e3
-        if i >= policy.warmup_runs:
-            samples.append(elapsed)
-        i += 1
+        for j, begin, end in pending:
+            if j >= policy.warmup_runs:
+                samples.append(begin.elapsed_time(end) if cuda else (end - begin) * 1e3)
         if len(samples) >= policy.max_runs or (samples and perf() > deadline):
             break
         if precise_enough(samples, policy.target_rel_ci, policy.min_runs):
             break
     method = "cuda-events+l2-flush+fresh-values" if cuda else "wall-clock+cache-flush+fresh-values"
-    return Measurement(summarize(samples, method), out, idx, perf() - start_wall)
+    return Measurement(summarize(samples, method), out, idx, perf() - start_wall, samples)
 
 
 def measure_graph(
