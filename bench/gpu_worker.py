@@ -120,7 +120,6 @@ def phase_timer(judge: Any) -> dict[str, float]:
         setattr(obj, name, timed)
 
     wrap(judge.launcher, "start", "runner start")
-    wrap(judge.launcher, "settle", "spare start wait (before timing)")
     for name, label in (
         ("_runner_ready", "runner ready wait"),
         ("_load", "candidate load"),

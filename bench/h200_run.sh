@@ -2,7 +2,7 @@
 # One device call: the bundled suite (issue 2), the hostile CUDA subset (issue 3) and the stack over HTTP
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
 #   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
-#   STEPS="transport worker fidelity beside start profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
+#   STEPS="transport worker fidelity method start profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -33,7 +33,6 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     fidelity) timeout ${FIDELITY_TIMEOUT:-400} python3 -m bench.timing_fidelity --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-4} ${FIDELITY_ONLY:+--only $FIDELITY_ONLY} ;;
     profile) timeout ${PROFILE_TIMEOUT:-280} python3 -m bench.gpu_profile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget ${PROFILE_BUDGET:-220} ${PROFILE_ONLY:+--only $PROFILE_ONLY} ${PROFILE_REFERENCES_ONLY:+--references-only} ;;
     vet) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data ;;
-    beside) timeout ${BESIDE_TIMEOUT:-300} python3 -m bench.start_beside_timing --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --repeats ${REPEATS:-6} ;;
     start) timeout 150 python3 -m bench.runner_start --device cuda --out "$OUT" --rounds ${REPEATS:-3} --together 1 4 8 ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
     method) timeout ${METHOD_TIMEOUT:-300} python3 -m bench.timing_method --out "$OUT" --idle-s ${IDLE_S:-25} --rounds ${REPEATS:-10} ;;

@@ -2,10 +2,10 @@
 
     python -m bench.runner_start --device cuda --out OUTDIR --rounds 3 --together 1 4 8
 
-Children are started from a forkserver with the launcher's preload, as runners are, and go through
-`runner_main`'s steps before its READY (the real `_isolate`, `set_device`, the context and kernels of
-`_warm`, the `cpp_extension` import), each timed; the parent times spawn-to-answer. Rounds of 1, 4 and 8
-started together are compared in one run.
+Children are started from a forkserver with the launcher's preload, as runners are, and go through a
+runner's start step by step (the real `_isolate`, `set_device`, the context, the check kernels that
+`runner._load_check_kernels` now runs at the first load, the `cpp_extension` import), each timed; the
+parent times spawn-to-answer. Rounds of 1, 4 and 8 started together are compared in one run.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ while True:
     pid = os.fork()
     if pid == 0:
         torch.empty(1, device="cuda")  # the primary context, no kernel
-        if mode == "kernels":  # what a runner's start runs (runner._warm)
+        if mode == "kernels":  # what a runner's start ran before the context alone
             a = torch.zeros(1024, device="cuda")
             torch.equal(a, a.clone().fill_(1.0))
         torch.cuda.synchronize()

@@ -107,23 +107,39 @@ class Judge:
         self._work: dict[str, TaskWork] = {}
 
     def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
-        with self.gpu.shared():
-            try:
-                return self._evaluate(task, artifact, options)
-            finally:
-                self.launcher.prestart()  # spares start outside timing: `quiet` waits for them
+        """The runner's start is waited for outside the device share: a start creates a CUDA context and
+        launches no kernel, and a context created beside a timed kernel did not move its median on the
+        H200 (`bench/timing_method.py`, run 11: within 0.35%, inside the quiet spread), so other
+        evaluations keep timing meanwhile."""
+        handle = self.launcher.start(artifact)
+        try:
+            start_failed = self._runner_ready(handle)
+            with self.gpu.shared():
+                return self._evaluate(task, artifact, options, handle, start_failed)
+        finally:
+            handle.close()
+            self.launcher.prestart()
 
     @contextmanager
     def quiet(self, tf32: bool | None = None) -> Iterator[None]:
-        """The device alone for timing: no other evaluation's work and no runner starting beside it (also
-        what a GPU worker's vetting and reference profiling take); with `tf32`, the task's precision set."""
+        """The device alone for timing: no kernel or host work of another evaluation of this process beside
+        it, and on the CPU device no runner starting (also what a GPU worker's vetting and reference
+        profiling take); with `tf32`, the task's precision set."""
         with self.gpu.alone():
-            self.launcher.settle()
+            if self.device.type == "cpu":  # a start takes the cores a CPU timing runs on; on a GPU it may run
+                self.launcher.settle()
             if tf32 is not None:
                 set_precision(tf32)
             yield
 
-    def _evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
+    def _evaluate(
+        self,
+        task: LoadedTask,
+        artifact: Path,
+        options: EvalOptions,
+        handle: RunnerHandle,
+        start_failed: _Stop | None,
+    ) -> Verdict:
         meta = task.spec.meta
         n_trials = options.trials or meta.trials
         seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
@@ -132,9 +148,9 @@ class Judge:
         verdict.task_warnings = self._task_quality(task, reference)
         relative = meta.relative_check or bool(verdict.task_warnings)
         verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
-        handle = self.launcher.start(artifact)
         try:
-            self._runner_ready(handle)
+            if start_failed is not None:
+                raise start_failed
             self._load(handle, task, reference, meta.tf32)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
@@ -336,15 +352,16 @@ class Judge:
         except _InputsDiffer:
             raise _Stop(Status.FORBIDDEN, "the runner refused the judge's inputs", "forged_message") from None
 
-    def _runner_ready(self, handle: RunnerHandle) -> None:
-        """The runner's own start (no candidate code has run yet): a failure here is ours, not the
-        candidate's."""
+    def _runner_ready(self, handle: RunnerHandle) -> _Stop | None:
+        """Wait for the runner's own start (no candidate code has run yet): a failure here is ours, not
+        the candidate's."""
         try:
             handle.wait_ready(self.launcher.limits.load_timeout_s)
         except (RunnerTimeout, RunnerDied, BadMessage) as e:
-            raise _Stop(
+            return _Stop(
                 Status.INTERNAL_ERROR, f"the runner did not start: {e}", failure=FailureKind.WORKER_ERROR
-            ) from None
+            )
+        return None
 
     def _load_message(self, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> dict[str, Any]:
         state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}

@@ -72,6 +72,7 @@ class RunnerHandle:
         self._on_close = on_close  # hands the uid back to the launcher once the process is gone
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
+        self.closed = False
 
     def wait_ready(self, timeout_s: float) -> None:
         """Block until the runner has finished its start (isolation, CUDA context, imports)."""
@@ -132,6 +133,10 @@ class RunnerHandle:
         self.proc.join(timeout=10)
 
     def close(self) -> None:
+        """Stop the runner and hand its uid back (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
         with contextlib.suppress(Exception):
             send(self.conn, {"op": "exit"})
         self.proc.join(timeout=5)
@@ -148,13 +153,12 @@ class RunnerHandle:
 class RunnerLauncher:
     """One per judge. The forkserver is the warm template: it imports torch once, never CUDA.
 
-    With `keep_spare`, runners are started ahead (`prestart`, once all timing of an evaluation is over)
-    so that two wait in line: the next evaluation takes the older, already warm one, and the younger
-    finishes its start (isolation, CUDA context, imports) beside that evaluation's load and trials; the
-    judge waits for it (`settle`) before anything is timed. Every runner alive at once (evaluations in
-    flight and spares) has a uid of its own among the device's `RUNNER_UIDS`, the one freed longest ago,
-    so a candidate cannot signal or trace a runner beside it or the one that follows it. Thread-safe: the
-    evaluations in flight on a GPU worker share one launcher.
+    With `keep_spare`, runners are started ahead (`prestart`, as an evaluation ends) so that two wait in
+    line: the next evaluation takes the older, already warm one, and the younger finishes its start
+    (isolation, CUDA context, imports; no kernel) beside whatever runs on a GPU, timing included.
+    Every runner alive at once (evaluations in flight and spares) has a uid of its own among the device's
+    `RUNNER_UIDS`, the one freed longest ago, so a candidate cannot signal or trace a runner beside it or
+    the one that follows it. Thread-safe: the evaluations in flight on a GPU worker share one launcher.
     """
 
     SPARES = 2
@@ -210,8 +214,9 @@ class RunnerLauncher:
                 self._spares.append(spare)
 
     def settle(self) -> None:
-        """Wait until every spare has finished starting, so none runs its start beside a timed kernel. A
-        spare that fails to start is dropped; a later evaluation then starts its own runner."""
+        """Wait until every spare has finished starting, so that none runs its start beside a call timed
+        on the CPU device, whose cores the start would take. A spare that fails to start is dropped; a
+        later evaluation then starts its own runner."""
         with self._lock:
             spares = list(self._spares)
         for spare in spares:

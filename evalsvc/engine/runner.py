@@ -285,6 +285,8 @@ class Server:
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg["op"]
         if op == "load":
+            if self.device.type == "cuda":
+                _load_check_kernels(self.device)
             torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
             torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
             self.task = _task_or_none(msg.get("task"))
@@ -376,13 +378,19 @@ class Server:
             send(self.conn, reply, self.arena)
 
 
-def _warm(device: torch.device) -> None:
-    """Create the CUDA context and load the kernels the runner's own checks use, before any message: a
-    spare runner then does it off the critical path (set_device alone creates no context on device 0,
-    and creating one took seconds on the H200 host)."""
+def _create_context(device: torch.device) -> None:
+    """The CUDA context, before any message, so that a spare runner has it ready (set_device alone creates
+    none on device 0, and creating one takes 0.13-1 s on the H200 host). No kernel: a start may run beside
+    another evaluation's timing, which a context being created did not move (bench/timing_method.py)."""
+    torch.empty(1, device=device)
+    torch.cuda.synchronize(device)
+
+
+def _load_check_kernels(device: torch.device) -> None:
+    """Load the kernels the runner's own checks use, at the first load (inside the evaluation's share of
+    the device, never beside a timing)."""
     a = torch.zeros(1024, device=device)
-    b = a.clone().fill_(1.0)
-    torch.equal(a, b)
+    torch.equal(a, a.clone().fill_(1.0))
     torch.cuda.synchronize(device)
 
 
@@ -393,7 +401,7 @@ def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None) -> None:
     if device.type == "cuda":
         device = torch.device("cuda", device.index or 0)  # set_device refuses a bare "cuda"
         torch.cuda.set_device(device)
-        _warm(device)
+        _create_context(device)
     # What every load_inline solution imports, here rather than in the forkserver (launcher.PRELOAD says
     # why): a spare runner does it before its evaluation begins.
     importlib.import_module("torch.utils.cpp_extension")
