@@ -26,6 +26,7 @@ latency, is longer: it waits for the others' timings). Time inside the judge is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import statistics
@@ -33,7 +34,9 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +123,21 @@ def phase_timer(judge: Any) -> dict[str, float]:
         setattr(obj, name, timed)
 
     wrap(judge.launcher, "start", "runner start")
+    alone, depth = judge.gpu.alone, threading.local()
+
+    @contextmanager
+    def timed_alone() -> Iterator[None]:  # the device held alone, outermost only
+        with alone():
+            depth.n = getattr(depth, "n", 0) + 1
+            t = time.perf_counter()
+            try:
+                yield
+            finally:
+                depth.n -= 1
+                if not depth.n:
+                    add("device alone (timing)", time.perf_counter() - t)
+
+    judge.gpu.alone = timed_alone
     for name, label in (
         ("_runner_ready", "runner ready wait"),
         ("_load", "candidate load"),
@@ -146,6 +164,29 @@ def phase_timer(judge: Any) -> dict[str, float]:
     return acc
 
 
+@contextmanager
+def starts_held(judge: Any) -> Iterator[None]:
+    """The judge as it was before runner starts could overlap timing: an evaluation holds its device
+    share while its runner starts, and every timing first waits for starting spares."""
+    ready, quiet = judge._runner_ready, judge.quiet
+
+    def ready_in_share(handle: Any) -> Any:
+        with judge.gpu.shared():
+            return ready(handle)
+
+    @contextmanager
+    def quiet_settled(tf32: bool | None = None) -> Iterator[None]:
+        with quiet(tf32):
+            judge.launcher.settle()
+            yield
+
+    judge._runner_ready, judge.quiet = ready_in_share, quiet_settled
+    try:
+        yield
+    finally:
+        judge._runner_ready, judge.quiet = ready, quiet
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -156,7 +197,8 @@ def main() -> int:
         "--batches",
         nargs="+",
         default=["4", "1", "1/cold"],
-        help="per batch: evaluations in flight, '/cold' for runners started on demand (no spares)",
+        help="per batch: evaluations in flight; '/cold': runners started on demand (no spares); '/held': "
+        "runner starts kept out of timing, as before run 12",
     )
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--limit", type=int, default=None, help="only the first N honest solutions")
@@ -218,13 +260,15 @@ def main() -> int:
             "baseline_cached": r.timings.baseline_cached,
         }
 
-    def batch(n: int, spare: bool, inflight: int) -> dict[str, Any]:
-        """`n` evaluations, `inflight` at once; `spare`: runners are started ahead (the default)."""
+    def batch(n: int, spare: bool, inflight: int, held: bool) -> dict[str, Any]:
+        """`n` evaluations, `inflight` at once; `spare`: runners are started ahead (the default); `held`:
+        runner starts kept out of timing (`starts_held`)."""
         evaluator.judge.launcher.close()  # no spare carried over from the batch before
         evaluator.judge.launcher.keep_spare = spare
         phases.clear()
         t_batch = time.monotonic()
-        with NvmlSampler(index) as nvml, ThreadPoolExecutor(inflight) as pool:
+        schedule = starts_held(evaluator.judge) if held else contextlib.nullcontext()
+        with schedule, NvmlSampler(index) as nvml, ThreadPoolExecutor(inflight) as pool:
             per_eval = []
             for e in pool.map(evaluate, range(n)):
                 print(f"  {e['solution']}: {e['status']} {e['wall_s']:.2f} s", flush=True)
@@ -240,9 +284,12 @@ def main() -> int:
             if e["candidate_ms"] is not None:
                 medians[e["solution"]].append(e["candidate_ms"])
         return {
-            "label": f"{inflight} in flight" + ("" if spare else ", no spare runner"),
+            "label": f"{inflight} in flight"
+            + ("" if spare else ", no spare runner")
+            + (", starts held out of timing" if held else ""),
             "inflight": inflight,
             "spare_runner": spare,
+            "starts_held": held,
             "evaluations": len(per_eval),
             "ok": sum(e["status"] == "ok" for e in per_eval),
             "batch_wall_s": round(batch_s, 2),
@@ -261,8 +308,8 @@ def main() -> int:
 
     batches = []
     for spec in args.batches:  # the first is the one that counts if the run is cut short
-        inflight, _, cold = spec.partition("/")
-        batches.append(batch(args.evals, not cold, int(inflight)))
+        inflight, *flags = spec.split("/")
+        batches.append(batch(args.evals, "cold" not in flags, int(inflight), "held" in flags))
         print(
             batches[-1]["label"],
             json.dumps({k: v for k, v in batches[-1].items() if k != "evals"}),
