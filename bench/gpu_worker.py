@@ -198,7 +198,8 @@ def main() -> int:
         nargs="+",
         default=["4", "1", "1/cold"],
         help="per batch: evaluations in flight; '/cold': runners started on demand (no spares); '/held': "
-        "runner starts kept out of timing, as before run 12",
+        "runner starts kept out of timing, as before run 12; '/noyield': untimed work keeps its share until "
+        "it times, as before run 13",
     )
     ap.add_argument("--jobs", type=int, default=16)
     ap.add_argument("--limit", type=int, default=None, help="only the first N honest solutions")
@@ -260,20 +261,24 @@ def main() -> int:
             "baseline_cached": r.timings.baseline_cached,
         }
 
-    def batch(n: int, spare: bool, inflight: int, held: bool) -> dict[str, Any]:
+    def batch(n: int, spare: bool, inflight: int, held: bool, yields: bool) -> dict[str, Any]:
         """`n` evaluations, `inflight` at once; `spare`: runners are started ahead (the default); `held`:
-        runner starts kept out of timing (`starts_held`)."""
+        runner starts kept out of timing (`starts_held`); `yields`: untimed work lets a waiting timing
+        pass between its steps (the default)."""
         evaluator.judge.launcher.close()  # no spare carried over from the batch before
         evaluator.judge.launcher.keep_spare = spare
         phases.clear()
         t_batch = time.monotonic()
         schedule = starts_held(evaluator.judge) if held else contextlib.nullcontext()
+        if not yields:  # untimed work keeps its share to the end of its stretch, as before run 13
+            evaluator.judge.gpu.let_timing_pass = lambda: None
         with schedule, NvmlSampler(index) as nvml, ThreadPoolExecutor(inflight) as pool:
             per_eval = []
             for e in pool.map(evaluate, range(n)):
                 print(f"  {e['solution']}: {e['status']} {e['wall_s']:.2f} s", flush=True)
                 per_eval.append(e)
         batch_s = time.monotonic() - t_batch
+        vars(evaluator.judge.gpu).pop("let_timing_pass", None)
         need = statistics.fmean(e["required_gpu_s"] for e in per_eval)
         if inflight == 1:
             overheads = [e["wall_s"] - e["required_gpu_s"] for e in per_eval]
@@ -286,10 +291,12 @@ def main() -> int:
         return {
             "label": f"{inflight} in flight"
             + ("" if spare else ", no spare runner")
-            + (", starts held out of timing" if held else ""),
+            + (", starts held out of timing" if held else "")
+            + ("" if yields else ", shares kept to the timing"),
             "inflight": inflight,
             "spare_runner": spare,
             "starts_held": held,
+            "lets_timing_pass": yields,
             "evaluations": len(per_eval),
             "ok": sum(e["status"] == "ok" for e in per_eval),
             "batch_wall_s": round(batch_s, 2),
@@ -309,7 +316,9 @@ def main() -> int:
     batches = []
     for spec in args.batches:  # the first is the one that counts if the run is cut short
         inflight, *flags = spec.split("/")
-        batches.append(batch(args.evals, "cold" not in flags, int(inflight), "held" in flags))
+        batches.append(
+            batch(args.evals, "cold" not in flags, int(inflight), "held" in flags, "noyield" not in flags)
+        )
         print(
             batches[-1]["label"],
             json.dumps({k: v for k, v in batches[-1].items() if k != "evals"}),

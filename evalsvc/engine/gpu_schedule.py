@@ -49,6 +49,22 @@ class GpuSchedule:
                 self._readers -= 1
                 self._cond.notify_all()
 
+    def let_timing_pass(self) -> None:
+        """Between two steps of untimed work: if a timing waits, hand this thread's share back until every
+        waiting timing is done. A timing then waits for one step of each evaluation in flight (a trial,
+        a load), not for all the untimed work each has left before its own timing."""
+        held = self._shares()
+        if not held or self._writer == threading.get_ident():
+            return
+        with self._cond:
+            if not self._writers_waiting:
+                return
+            self._readers -= held
+            self._cond.notify_all()
+            while self._writer is not None or self._writers_waiting:
+                self._cond.wait()
+            self._readers += held
+
     @contextmanager
     def alone(self) -> Iterator[None]:
         """The device with nothing else of this process on it (re-entrant)."""

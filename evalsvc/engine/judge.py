@@ -374,6 +374,7 @@ class Judge:
         }
 
     def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
+        self.gpu.let_timing_pass()
         self._ask(handle, self._load_message(task, reference, tf32), self.launcher.limits.load_timeout_s)
 
     def _trial(
@@ -389,6 +390,7 @@ class Judge:
     ) -> None:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
         and work deferred to the next call show."""
+        self.gpu.let_timing_pass()
         inputs = task.make_inputs(seed, self.device)
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)

@@ -114,3 +114,36 @@ def test_a_share_is_handed_back_while_waiting_to_time() -> None:
     for t in threads:
         t.join(10)
     assert sorted(timed) == ["a", "b"]
+
+
+def test_untimed_work_lets_a_waiting_timing_pass_between_steps() -> None:
+    """An evaluation in the middle of its untimed steps: a timing that queues behind its share runs at the
+    next step boundary, not when the whole share ends."""
+    gpu = GpuSchedule()
+    order: list[str] = []
+    step_one, go_on = threading.Event(), threading.Event()
+
+    def untimed_steps() -> None:
+        with gpu.shared():
+            gpu.let_timing_pass()  # nothing waits: returns at once, share kept
+            order.append("step 1")
+            step_one.set()
+            go_on.wait(10)
+            gpu.let_timing_pass()
+            order.append("step 2")
+
+    def timer() -> None:
+        with gpu.alone():
+            order.append("timed")
+
+    worker = threading.Thread(target=untimed_steps)
+    worker.start()
+    step_one.wait(10)
+    writer = threading.Thread(target=timer)
+    writer.start()
+    while not gpu._writers_waiting:
+        time.sleep(0.001)
+    go_on.set()
+    for t in (worker, writer):
+        t.join(10)
+    assert order == ["step 1", "timed", "step 2"]
