@@ -62,7 +62,7 @@ class Timings(BaseModel):
     )
     candidate_graph: TimingStats | None = Field(
         None,
-        description="small kernels on a GPU: per-call time from CUDA-graph replays (no launch "
+        description="kernels under 25 µs on a GPU: per-call time from CUDA-graph replays (no launch "
         "overhead, fixed input values); shown beside the reward's timing, never used for it",
     )
     eager_graph: TimingStats | None = Field(None, description="the eager reference timed the same way")

@@ -206,8 +206,8 @@ class RunnerLauncher:
     def prestart(self) -> None:
         """Start spares up to `SPARES`, after every timing of the evaluation that just ended."""
         while self.keep_spare:
-            with self._lock:
-                if len(self._spares) >= self.SPARES:
+            with self._lock:  # spares take only uids no evaluation in flight needs
+                if len(self._spares) >= self.SPARES or len(self._free_uids) <= self.SPARES:
                     return
             spare = self._spawn()
             with self._lock:
