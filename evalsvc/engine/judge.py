@@ -154,10 +154,12 @@ class Judge:
         try:
             if start_failed is not None:
                 raise start_failed
+            self.gpu.let_timing_pass()  # between steps of untimed work, a waiting timing goes first
             self._load(handle, task, reference, meta.tf32)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
                 first = t == 0
+                self.gpu.let_timing_pass()
                 self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
             pool_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
             pool = [task.make_inputs(s, self.device) for s in pool_seeds]
@@ -377,7 +379,6 @@ class Judge:
         }
 
     def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
-        self.gpu.let_timing_pass()
         self._ask(handle, self._load_message(task, reference, tf32), self.launcher.limits.load_timeout_s)
 
     def _trial(
@@ -393,7 +394,6 @@ class Judge:
     ) -> None:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
         and work deferred to the next call show."""
-        self.gpu.let_timing_pass()
         inputs = task.make_inputs(seed, self.device)
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)

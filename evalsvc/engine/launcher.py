@@ -73,9 +73,16 @@ class RunnerHandle:
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
         self.closed = False
+        self._ready_lock = threading.Lock()
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Block until the runner has finished its start (isolation, CUDA context, imports)."""
+        """Block until the runner has finished its start (isolation, CUDA context, imports). Thread-safe:
+        the launcher's `settle` may wait for a spare that an evaluation has just taken, and only one of
+        them may read its pipe."""
+        with self._ready_lock:
+            self._wait_ready(timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
         if self.ready:
             return
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,26 @@ def test_runners_alive_at_once_run_as_different_uids_of_their_device(pipeline) -
         for handle in handles:
             handle.close()
         launcher.close()
+
+
+def test_a_spare_taken_while_the_launcher_settles_starts_for_both(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """`settle` (before a CPU timing) and an evaluation that takes the same spare both wait for its ready
+    signal: one reads it, the other must see it read, not wait on an empty pipe until its timeout."""
+    launcher = pipeline.evaluator.judge.launcher
+    with tempfile.TemporaryDirectory() as tmp:
+        artifact = _relu_artifact(pipeline, tmp)
+        launcher.close()
+        launcher.prestart()
+        settled = threading.Thread(target=launcher.settle)
+        settled.start()  # polls the spares' pipes while they start
+        handle = launcher.start(artifact)  # takes the older spare, not yet ready
+        try:
+            handle.wait_ready(30)
+            settled.join(60)
+            assert not settled.is_alive() and handle.ready
+        finally:
+            handle.close()
+            launcher.close()
 
 
 def _relu_artifact(pipeline, tmp: str) -> Path:  # type: ignore[no-untyped-def]
