@@ -10,13 +10,13 @@ from contextlib import contextmanager
 class GpuSchedule:
     """A readers-writer lock over one device, writers first.
 
-    Evaluations in flight share the device for their untimed work (runner starts and their CUDA contexts,
-    loads, correctness trials, reference calls), so that one evaluation's host work, pipe transfers and
-    process starts overlap another's kernels. Timing takes the device alone: no kernel, runner start or
-    host-side work of another evaluation of this process runs beside a timed kernel. Waiting writers go
-    first, so a stream of trials cannot starve timing; a thread inside `shared` hands its share back while
-    it waits to be `alone` and takes it again afterwards, so two evaluations that both want to time do not
-    deadlock on each other's share.
+    Evaluations in flight share the device for their untimed work (loads, correctness trials, reference
+    calls), so that one evaluation's host work and pipe transfers overlap another's kernels. Timing takes
+    the device alone: no kernel or host-side work of another evaluation of this process runs beside a
+    timed kernel (runner starts may: they launch none, and the judge waits for them outside this lock).
+    Waiting writers go first, so a stream of trials cannot starve timing; a thread inside `shared` hands
+    its share back while it waits to be `alone` and takes it again afterwards, so two evaluations that
+    both want to time do not deadlock on each other's share.
     """
 
     def __init__(self) -> None:

@@ -154,7 +154,6 @@ class RunnerHandle:
         shutil.rmtree(self.scratch, ignore_errors=True)
         if self._on_close is not None:
             self._on_close(self.uid)
-            self._on_close = None
 
 
 class RunnerLauncher:
@@ -211,7 +210,7 @@ class RunnerLauncher:
         return handle
 
     def prestart(self) -> None:
-        """Start spares up to `SPARES`, after every timing of the evaluation that just ended."""
+        """Start spares up to `SPARES`, as an evaluation ends."""
         while self.keep_spare:
             with self._lock:  # spares take only uids no evaluation in flight needs
                 if len(self._spares) >= self.SPARES or len(self._free_uids) <= self.SPARES:

@@ -60,6 +60,20 @@ def test_timing_is_alone_and_untimed_work_overlaps() -> None:
     assert trace.most_shared > 1  # evaluations did share the device for untimed work
 
 
+def queued_timing(gpu: GpuSchedule, order: list[str]) -> threading.Thread:
+    """A thread that times (appends "timed"), returned once it waits for the device."""
+
+    def timer() -> None:
+        with gpu.alone():
+            order.append("timed")
+
+    writer = threading.Thread(target=timer)
+    writer.start()
+    while not gpu._writers_waiting:
+        time.sleep(0.001)
+    return writer
+
+
 def test_a_waiting_timing_goes_before_new_untimed_work() -> None:
     gpu = GpuSchedule()
     order: list[str] = []
@@ -71,10 +85,6 @@ def test_a_waiting_timing_goes_before_new_untimed_work() -> None:
             release.wait(10)
             order.append("holder done")
 
-    def timer() -> None:
-        with gpu.alone():
-            order.append("timed")
-
     def late_untimed() -> None:
         with gpu.shared():
             order.append("late untimed")
@@ -82,10 +92,7 @@ def test_a_waiting_timing_goes_before_new_untimed_work() -> None:
     holder = threading.Thread(target=untimed_holder)
     holder.start()
     holding.wait(10)
-    writer = threading.Thread(target=timer)
-    writer.start()
-    while not gpu._writers_waiting:  # the timing is queued behind the holder's share
-        time.sleep(0.001)
+    writer = queued_timing(gpu, order)  # queued behind the holder's share
     late = threading.Thread(target=late_untimed)
     late.start()
     time.sleep(0.05)
@@ -132,17 +139,10 @@ def test_untimed_work_lets_a_waiting_timing_pass_between_steps() -> None:
             gpu.let_timing_pass()
             order.append("step 2")
 
-    def timer() -> None:
-        with gpu.alone():
-            order.append("timed")
-
     worker = threading.Thread(target=untimed_steps)
     worker.start()
     step_one.wait(10)
-    writer = threading.Thread(target=timer)
-    writer.start()
-    while not gpu._writers_waiting:
-        time.sleep(0.001)
+    writer = queued_timing(gpu, order)
     go_on.set()
     for t in (worker, writer):
         t.join(10)
