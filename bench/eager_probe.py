@@ -18,7 +18,7 @@ from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.judge import call_reference, run_reference
-from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.engine.timing import TimingPolicy, measure, rotating
 from evalsvc.settings import Settings
 from evalsvc.suite import EXAMPLES
 from evalsvc.wiring import make_local_pipeline
@@ -35,11 +35,11 @@ def direct(tag: str) -> None:
     m = M().to(dev)
     for rows in (16, 5120):
         pool = [[torch.randn(rows, 4096, device=dev)] for _ in range(4)]
-        pol = TimingPolicy()
+        pol, sets = TimingPolicy(), rotating(pool)
         r = {
-            "call_reference": measure(lambda *a: call_reference(m, list(a)), pool, dev, pol).stats,
-            "run_reference_sync": measure(lambda *a: run_reference(m, list(a), dev), pool, dev, pol).stats,
-            "torch_relu": measure(lambda x: torch.relu(x), pool, dev, pol).stats,
+            "call_reference": measure(lambda *a: call_reference(m, list(a)), sets, dev, pol).stats,
+            "run_reference_sync": measure(lambda *a: run_reference(m, list(a), dev), sets, dev, pol).stats,
+            "torch_relu": measure(lambda x: torch.relu(x), sets, dev, pol).stats,
         }
         out = {k: (round(v.median_ms * 1e3, 2), v.n) for k, v in r.items()}
         out["do_bench_us"] = round(triton.testing.do_bench(lambda p=pool: m(p[0][0])) * 1e3, 2)

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from evalsvc.engine.timing import TimingPolicy, measure
+from evalsvc.engine.timing import TimingPolicy, measure, rotating
 
 CHURN = r"""
 import os, sys, time, torch
@@ -83,7 +83,7 @@ def mm_subject() -> tuple[Any, list[list[torch.Tensor]]]:
 
 
 def timed(fn: Any, pool: list[list[torch.Tensor]], per_sync: int) -> dict[str, Any]:
-    m = measure(fn, pool, torch.device("cuda"), TimingPolicy(calls_per_sync=per_sync))
+    m = measure(fn, rotating(pool), torch.device("cuda"), TimingPolicy(calls_per_sync=per_sync))
     return {
         "median_us": m.stats.median_ms * 1e3,
         "n": m.stats.n,

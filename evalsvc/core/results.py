@@ -47,8 +47,31 @@ class TimingStats(BaseModel):
     method: str = Field(description="how the samples were taken, e.g. 'cuda-events+l2-flush' or 'wall-clock'")
 
 
+class JudgedTiming(BaseModel):
+    """The candidate's timing as the judge's own clock saw it, outside the candidate's process: the
+    candidate's median is believed only where it is not faster than this allows."""
+
+    per_call_ms: float = Field(
+        description="the fastest round's time per call on the judge's clock, less the runner's own cost per "
+        "call (measured on a null candidate before the candidate was imported)"
+    )
+    round_min_ms: float = Field(description="the fastest round's time per call on the judge's clock")
+    overhead_ms: float = Field(
+        description="the runner's own cost per call that was subtracted (null rounds: the median on a GPU, "
+        "the slowest on the CPU device)"
+    )
+    overhead_min_ms: float = Field(description="the runner's own cost per call (fastest null round)")
+    rounds: int
+    calls_checked: int = Field(
+        0, description="timed calls whose outputs were checked after their round (picked at random)"
+    )
+
+
 class Timings(BaseModel):
     candidate: TimingStats | None = None
+    candidate_judged: JudgedTiming | None = Field(
+        None, description="the judge's own clock around the candidate's timed rounds"
+    )
     eager: TimingStats | None = None
     compiled: TimingStats | None = None
     compile_mode: str | None = None

@@ -42,8 +42,9 @@ class BaselineKeys:
 # In every baseline's key: when `timing.measure` changes how it times, baselines cached before are not
 # comparable with candidates timed after. 2: no synchronize between the L2 flush and the start event
 # (the host's launch latency no longer timed). 3: eager's calls no longer synchronise inside the timed
-# region (judge.call_reference). 4: calls queued 10 at a time between synchronisations.
-TIMING_METHOD_VERSION = 4
+# region (judge.call_reference). 4: calls queued 10 at a time between synchronisations. 5: rounds of a
+# random length, every call on fresh inputs, no cache flush on the CPU device.
+TIMING_METHOD_VERSION = 5
 
 
 def baseline_keys(

@@ -7,11 +7,12 @@ The reference's outputs never leave this process.
 from __future__ import annotations
 
 import logging
+import random
 import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -31,17 +32,28 @@ from evalsvc.core.results import (
     TimingStats,
     TrialCheck,
 )
+from evalsvc.core.stats import summarize
 from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
+from evalsvc.engine.commitment import output_tensors
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
 from evalsvc.engine.gpu_schedule import GpuSchedule
 from evalsvc.engine.hardware import task_roofline
+from evalsvc.engine.judged_timing import (
+    Overhead,
+    RoundRunner,
+    TimingRefused,
+    as_check,
+    calibrate,
+    refuse_disagreement,
+    time_candidate,
+)
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.profiling import nbytes, task_work
 from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
-from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
+from evalsvc.engine.timing import TimingPolicy, measure, measure_graph, method_name, rotating
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")
@@ -151,31 +163,44 @@ class Judge:
         verdict.task_warnings = self._task_quality(task, reference)
         relative = meta.relative_check or bool(verdict.task_warnings)
         verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
+        policy = self._policy(options)
+        rng = random.Random(secrets.randbits(64))  # the judge's draws: checked calls, round sizes, extras
         try:
             if start_failed is not None:
                 raise start_failed
             self.gpu.let_timing_pass()  # between steps of untimed work, a waiting timing goes first
+            probe_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
+            probe = [task.make_inputs(s, self.device) for s in probe_seeds]
+            self._prepare(
+                handle, task, probe, probe_seeds, self._reference(task, reference, probe[0]), policy
+            )
+            rounds = RoundRunner(
+                partial(self._ask, handle, timeout_s=self.launcher.limits.call_timeout_s),
+                partial(task.make_inputs, device=self.device),
+                partial(self._reference, task, reference),
+                as_check(meta.atol, meta.rtol, verdict.correctness.relative_check),
+                rng,
+                seeded=handle.makes_inputs and self.seeded_inputs,
+            )
+            with self.quiet(meta.tf32):
+                overhead = self._calibrate(rounds, policy, rng)
+            self.gpu.let_timing_pass()
             self._load(handle, task, reference, meta.tf32)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
                 first = t == 0
                 self.gpu.let_timing_pass()
                 self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
-            pool_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
-            pool = [task.make_inputs(s, self.device) for s in pool_seeds]
-            relative = verdict.correctness.relative_check
             with self.quiet(meta.tf32):
-                verdict.timings.candidate = self._time_candidate(
-                    handle, task, reference, pool, pool_seeds, options, relative
-                )
+                self._time_candidate(rounds, policy, rng, overhead, verdict.timings)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 with self.quiet(meta.tf32):
-                    graph_inputs = pool[0], pool_seeds[0]
+                    graph_inputs = probe[0], probe_seeds[0]
                     self._time_graphs(handle, task, reference, *graph_inputs, options, verdict.timings)
             if options.profile:
                 with self.quiet(meta.tf32):
-                    verdict.profile = self._trace(handle, pool[0])
+                    verdict.profile = self._trace(handle, probe[0])
         except _Stop as stop:
             verdict.status, verdict.message, verdict.failure = stop.status, stop.message, stop.failure
             if stop.rule:
@@ -183,12 +208,12 @@ class Judge:
             return verdict
         finally:
             handle.close()
-        self._baselines(task, reference, pool, options, verdict.timings)
-        verdict.roofline = self._roofline(task, reference, pool[0], verdict.timings)
+        self._baselines(task, reference, probe, options, verdict.timings, rng)
+        verdict.roofline = self._roofline(task, reference, probe[0], verdict.timings)
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
             with self.quiet(meta.tf32), self.launcher.borrowed_uid() as uid:
-                self._nsight(verdict.profile, artifact, task, reference, pool[0], uid)
+                self._nsight(verdict.profile, artifact, task, reference, probe[0], uid)
         return verdict
 
     def _roofline(
@@ -375,7 +400,6 @@ class Judge:
             "init_inputs": list(task.get_init_inputs()),
             "state_dict": state,
             "tf32": tf32,
-            "task": task.spec.model_dump_json(),
         }
 
     def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
@@ -448,44 +472,58 @@ class Judge:
     def _policy(self, options: EvalOptions) -> TimingPolicy:
         return TimingPolicy(budget_s=options.timing_budget_s, target_rel_ci=options.target_rel_ci)
 
-    def _time_candidate(
+    def _prepare(
         self,
         handle: RunnerHandle,
         task: LoadedTask,
-        reference: torch.nn.Module,
-        pool: list[list[Any]],
-        pool_seeds: list[int],
-        options: EvalOptions,
-        relative: bool,
-    ) -> TimingStats:
-        policy = self._policy(options).__dict__
-        explicit = {"op": "time", "pool": pool, "policy": policy}
+        probe: list[list[Any]],
+        probe_seeds: list[int],
+        ref_out: Any,
+        policy: TimingPolicy,
+    ) -> None:
+        """Before the candidate is imported: whether the runner makes inputs from seeds (it is sent the task
+        and must reproduce the judge's inputs for a few seeds) or receives them, and the shapes of the null
+        candidate's outputs."""
+        outputs = [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in output_tensors(ref_out)]
+        base = {
+            "op": "prepare",
+            "tf32": task.spec.meta.tf32,
+            "outputs": outputs,
+            "flush_bytes": policy.flush_bytes,
+        }
 
         def seeded() -> dict[str, Any]:
-            digests = [input_digest(p) for p in pool]
-            return {"op": "time", "seeds": pool_seeds, "digests": digests, "policy": policy}
+            digests = [input_digest(p) for p in probe]
+            return {**base, "task": task.spec.model_dump_json(), "seeds": probe_seeds, "digests": digests}
 
-        timeout = options.timing_budget_s * 3 + self.launcher.limits.call_timeout_s
-        reply = self._ask_made(handle, explicit, seeded, nbytes(pool[0]), timeout)
-        idx = int(reply["last_index"])
-        if not 0 <= idx < len(pool):
-            raise _Stop(
-                Status.FORBIDDEN, "the runner reported an input set that does not exist", "forged_message"
-            )
-        ref_out = self._reference(task, reference, pool[idx])
-        meta = task.spec.meta
-        corr = Verdict(
-            Status.OK, correctness=Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
-        )
+        self._ask_made(handle, base, seeded, 0, self.launcher.limits.load_timeout_s)
+
+    def _calibrate(self, rounds: RoundRunner, policy: TimingPolicy, rng: random.Random) -> Overhead:
+        """The runner's own cost per call, on the null candidate; a failure here is ours (no candidate code
+        has run in the runner yet)."""
         try:
-            self._check(reply["last_output"], ref_out, task, -1, False, corr, " (last timed call)")
-        except _Stop as stop:
+            return calibrate(rounds, policy, rng)
+        except (TimingRefused, _Stop) as e:
             raise _Stop(
-                Status.INCORRECT,
-                stop.message + " — the output of a timed call was wrong (caching or deferred work)",
-                rule="timed_output_wrong",
+                Status.INTERNAL_ERROR, f"calibrating the runner failed: {e}", failure=FailureKind.WORKER_ERROR
             ) from None
-        return TimingStats.model_validate(reply["stats"])
+
+    def _time_candidate(
+        self,
+        rounds: RoundRunner,
+        policy: TimingPolicy,
+        rng: random.Random,
+        overhead: Overhead,
+        timings: Timings,
+    ) -> None:
+        """The candidate's rounds, driven, clocked and spot-checked by the judge (judged_timing.py)."""
+        try:
+            timed = time_candidate(rounds, policy, rng, overhead, self.device.type)
+            timings.candidate = summarize(timed.samples_ms, method_name(self.device))
+            timings.candidate_judged = timed.judged
+            refuse_disagreement(timings.candidate.median_ms, timed.judged, self.device.type)
+        except TimingRefused as e:
+            raise _Stop(Status(e.status), str(e), rule=e.rule) from None
 
     def _baseline_keys(self, task: LoadedTask, options: EvalOptions) -> BaselineKeys:
         budget, ci = options.timing_budget_s, options.target_rel_ci
@@ -495,22 +533,25 @@ class Judge:
         self,
         task: LoadedTask,
         reference: torch.nn.Module,
-        pool: list[list[Any]],
+        probe: list[list[Any]],
         options: EvalOptions,
         timings: Timings,
+        rng: random.Random,
     ) -> None:
-        """Eager and torch.compile baselines from the cache, measured (and cached) only when missing;
-        `timings` says which were cached and how long this evaluation spent measuring."""
+        """Eager and torch.compile baselines from the cache, measured (and cached) only when missing, by the
+        candidate's method: rounds of calls on fresh inputs; `timings` says which were cached and how long
+        this evaluation spent measuring."""
         meta = task.spec.meta
         keys = self._baseline_keys(task, options)
         policy = self._policy(options)
+        fresh = partial(_fresh_inputs, task, self.device, rng)
         started = time.monotonic()
         eager = self.baselines.get(keys.eager)
         timings.eager_cached = eager is not None
         if eager is None:
             with self.quiet(meta.tf32):
                 call = partial(_call_listed, reference)
-                eager = measure(call, pool, self.device, policy).stats
+                eager = measure(call, fresh, self.device, policy, rng).stats
             self.baselines.put(keys.eager, eager)
         timings.eager = eager
         if options.compile_baseline:
@@ -518,7 +559,7 @@ class Judge:
             compiled = self.baselines.get(keys.compiled)
             timings.compiled_cached = compiled is not None
             if compiled is None:
-                compiled = self._time_compiled(reference, pool, meta.tf32, meta.compile_mode, policy)
+                compiled = self._time_compiled(reference, probe, fresh, meta.tf32, meta.compile_mode, policy)
                 if compiled is not None:
                     self.baselines.put(keys.compiled, compiled)
             timings.compiled = compiled
@@ -528,17 +569,28 @@ class Judge:
         timings.baselines_measured_s = time.monotonic() - started
 
     def _time_compiled(
-        self, reference: torch.nn.Module, pool: list[list[Any]], tf32: bool, mode: str, policy: TimingPolicy
+        self,
+        reference: torch.nn.Module,
+        probe: list[list[Any]],
+        inputs_for: Callable[[int], Sequence[Any]],
+        tf32: bool,
+        mode: str,
+        policy: TimingPolicy,
     ) -> TimingStats | None:
         """Compiled beside other evaluations (Inductor picks kernels by the TF32 flags: under the host
         lock), timed alone."""
         with self._host:
             set_precision(tf32)
-            call = compile_reference(reference, pool, mode)
+            call = compile_reference(reference, probe, mode)
         if call is None:
             return None
         with self.quiet(tf32):
-            return _measured(call, pool, self.device, policy)
+            return _measured(call, inputs_for, self.device, policy)
+
+
+def _fresh_inputs(task: LoadedTask, device: torch.device, rng: random.Random, k: int) -> list[Any]:
+    """A baseline call's inputs: made from a fresh seed, as every timed call of the candidate's are."""
+    return task.make_inputs(rng.getrandbits(62), device)
 
 
 def _seeded(explicit: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -593,10 +645,13 @@ def compile_reference(
 
 
 def _measured(
-    call: Callable[..., Any], pool: list[list[Any]], device: torch.device, policy: TimingPolicy
+    call: Callable[..., Any],
+    inputs_for: Callable[[int], Sequence[Any]],
+    device: torch.device,
+    policy: TimingPolicy,
 ) -> TimingStats | None:
     try:
-        return measure(call, pool, device, policy).stats
+        return measure(call, inputs_for, device, policy).stats
     except Exception:
         return None
 
@@ -606,4 +661,4 @@ def time_compiled(
 ) -> TimingStats | None:
     """torch.compile of the reference timed like everything else; None when it does not compile or run."""
     call = compile_reference(reference, pool, mode)
-    return None if call is None else _measured(call, pool, device, policy)
+    return None if call is None else _measured(call, rotating(pool), device, policy)

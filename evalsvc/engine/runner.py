@@ -21,11 +21,12 @@ from typing import Any
 import torch
 
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.engine.codec import Arena, receive, send
+from evalsvc.engine.codec import DTYPES, Arena, receive, send
+from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
-from evalsvc.engine.timing import TimingPolicy, measure, measure_graph
+from evalsvc.engine.timing import RoundTimer, measure_graph
 from evalsvc.sandbox.isolation import (
     die_with_parent,
     drop_privileges,
@@ -228,20 +229,12 @@ def _import_file(name: str, path: Path) -> Any:
     return module
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, list | tuple):
-        return [t for o in obj for t in _tensors(o)]
-    return []
-
-
 def check_output(output: Any, inputs: list[Any]) -> None:
     """Outputs must be plain dense tensors that do not share memory with the inputs."""
-    outs = _tensors(output)
+    outs = output_tensors(output)
     if not outs:
         raise CandidateError(f"forward returned {type(output).__name__}, not tensors")
-    in_ptrs = {t.untyped_storage().data_ptr() for t in _tensors(inputs) if t.numel()}
+    in_ptrs = {t.untyped_storage().data_ptr() for t in output_tensors(inputs) if t.numel()}
     for t in outs:
         if type(t) is not torch.Tensor or t.layout != torch.strided:
             raise Forbidden(
@@ -281,63 +274,118 @@ class Server:
         self.candidate: Candidate | None = None
         self.task: LoadedTask | None = None  # makes the inputs from the judge's seeds, on this device
         self.timer_guard = TimerGuard()  # taken before any candidate code runs
+        self.trace = OperatorTrace()  # around every call of the candidate, checked or timed alike
+        self.timer: RoundTimer | None = None  # runs the rounds of timed calls
+        self.null_outputs: list[torch.Tensor] = []  # what the null candidate returns
+        self.kept: list[Any] = []  # the last round's outputs, until the judge has checked what it wants
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg["op"]
+        if op == "prepare":
+            return self._prepare(msg)
+        if op == "round" and msg.get("subject") == "null":
+            return self._round(self._null_forward, msg)
+        if op == "fetch":
+            return self._fetch(msg)
         if op == "load":
-            if self.device.type == "cuda":
-                _load_check_kernels(self.device)
-            torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
-            torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
-            self.task = _task_or_none(msg.get("task"))
             self.candidate = Candidate(self.workdir / "artifact", self.device)
             self.candidate.load(msg["init_inputs"], msg["state_dict"])
             return {"ok": True}
         assert self.candidate is not None
         if op == "run":
-            inputs = self._inputs(msg)
-            pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]  # before poisoning
-            _poison(self.device, msg.get("poison_bytes", 0))
-            with OperatorTrace() as trace:
-                out = self.candidate.forward(*inputs)
-            check_output(out, inputs)
-            if self.device.type == "cuda" and pending_side_stream_work(_tensors(out)):
-                raise Forbidden(
-                    "work on another stream was still writing the output when forward returned; "
-                    "launch on the current stream (torch.cuda.current_stream) or synchronize",
-                    "side_stream_work",
-                )
-            if forbidden := trace.forbidden():
-                raise Forbidden(
-                    f"forward ran torch operators {', '.join('aten.' + n for n in forbidden)} "
-                    "(seen at the dispatcher); the output must come from the solution's own kernels",
-                    "torch_compute_in_forward",
-                )
-            if _modified(pristine, inputs, self.device):
-                raise Forbidden("the candidate modified its input tensors", "inputs_modified")
-            return {"ok": True, "output": out}
-        if op == "time":
-            pool = msg["pool"] if "pool" in msg else self._pool(msg["seeds"], msg["digests"])
-            if tampered := self.timer_guard.tampered():
-                raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
-            m = measure(self.candidate.forward, pool, self.device, TimingPolicy(**msg["policy"]))
-            if tampered := self.timer_guard.tampered():
-                raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
-            check_output(m.last_output, pool[m.last_index])
-            return {
-                "ok": True,
-                "stats": m.stats.model_dump(),
-                "last_output": m.last_output,
-                "last_index": m.last_index,
-            }
+            return self._run(self.candidate, msg)
+        if op == "round":
+            return self._round(self.candidate.forward, msg)
         if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
             trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
             return {"ok": True, "trace": trace.model_dump()}
-
         if op == "time_graph":
             stats = measure_graph(self.candidate.forward, self._inputs(msg), self.device)
             return {"ok": True, "stats": stats.model_dump()}
         raise ValueError(f"unknown op {op!r}")
+
+    def _prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Before the candidate is imported: the task's precision, the task itself where this process makes
+        its inputs from the judge's seeds (proved on a few seeds here), and the null candidate the judge
+        calibrates the runner's own cost with."""
+        if self.device.type == "cuda":
+            _load_check_kernels(self.device)
+        torch.backends.cuda.matmul.allow_tf32 = bool(msg.get("tf32", False))
+        torch.backends.cudnn.allow_tf32 = bool(msg.get("tf32", False))
+        self.task = _task_or_none(msg.get("task"))
+        if "seeds" in msg:
+            self._pool(msg["seeds"], msg["digests"])
+        self.timer = RoundTimer(self.device, int(msg["flush_bytes"]))
+        # Written once, so that digesting them reads real memory as a candidate's outputs do.
+        self.null_outputs = [
+            torch.ones(shape, dtype=DTYPES[dtype], device=self.device) for shape, dtype in msg["outputs"]
+        ]
+        return {"ok": True}
+
+    def _null_forward(self, *inputs: Any) -> list[torch.Tensor]:
+        """A candidate that costs nothing: what is left of a round is the runner's own work per call."""
+        return list(self.null_outputs)
+
+    def _run(self, candidate: Candidate, msg: dict[str, Any]) -> dict[str, Any]:
+        """One checked call: poisoned memory before it, its inputs compared after it."""
+        inputs = self._inputs(msg)
+        pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]  # before poisoning
+        _poison(self.device, msg.get("poison_bytes", 0))
+        with self.trace:
+            out = candidate.forward(*inputs)
+        check_output(out, inputs)
+        if self.device.type == "cuda" and pending_side_stream_work(output_tensors(out)):
+            raise Forbidden(
+                "work on another stream was still writing the output when forward returned; "
+                "launch on the current stream (torch.cuda.current_stream) or synchronize",
+                "side_stream_work",
+            )
+        self._refuse_torch_compute()
+        if _modified(pristine, inputs, self.device):
+            raise Forbidden("the candidate modified its input tensors", "inputs_modified")
+        return {"ok": True, "output": out}
+
+    def _round(self, forward: Any, msg: dict[str, Any]) -> dict[str, Any]:
+        """A round of timed calls (timing.RoundTimer.run), each on inputs of its own: sent by the judge, or
+        made here from the judge's fresh seeds right before the call. Answered with every call's time as
+        measured here and a digest of every chunk of every output (commitment.py); the outputs are kept
+        for `fetch`."""
+        assert self.timer is not None
+        self.kept = []
+        sets = msg["sets"] if "sets" in msg else (self._made(int(s)) for s in msg["seeds"])
+        if tampered := self.timer_guard.tampered():
+            raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
+        done = self.timer.run(forward, sets, lambda: self.trace)
+        if tampered := self.timer_guard.tampered():
+            raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
+        self._refuse_torch_compute()
+        for out in done.outputs:
+            check_output(out, [])
+        self.kept = done.outputs
+        digests, nbytes = round_digests(done.outputs)
+        return {"ok": True, "samples_ms": done.samples_ms, "digests": digests, "nbytes": nbytes}
+
+    def _made(self, seed: int) -> list[Any]:
+        if self.task is None:
+            raise InputsDiffer("the task could not be loaded here")
+        return self.task.make_inputs(seed, self.device)
+
+    def _fetch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Chunks of the last round's outputs that the judge picked after the round's answer."""
+        chunks = []
+        for call, tensor, index in msg["picks"]:
+            outs = output_tensors(self.kept[int(call)]) if 0 <= int(call) < len(self.kept) else []
+            t = outs[int(tensor)] if 0 <= int(tensor) < len(outs) else None
+            chunks.append(chunk(t, int(index)).cpu() if t is not None else torch.empty(0, dtype=torch.uint8))
+        return {"ok": True, "chunks": chunks}
+
+    def _refuse_torch_compute(self) -> None:
+        if forbidden := self.trace.forbidden():
+            raise Forbidden(
+                f"forward ran torch operators {', '.join('aten.' + n for n in forbidden)} "
+                "(seen at the dispatcher); the output must come from the solution's own kernels",
+                "torch_compute_in_forward",
+            )
 
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:
         """The message's inputs, or the ones its seed makes here (checked against the judge's digest)."""

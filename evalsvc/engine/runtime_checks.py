@@ -1,8 +1,9 @@
 """Checks made while the candidate runs, for what a static check cannot see past.
 
 They run in the runner (the candidate's process), so a determined candidate could tamper with them; the
-static checks refuse the means (interpreter internals, ctypes, monkeypatching) and the judge re-checks
-everything that reaches it.
+static and symbol screens refuse the means (interpreter internals, ctypes, monkeypatching, the Python
+C-API), and the judge re-checks everything that reaches it: outputs against the reference, committed
+outputs of timed calls, and timings against its own clock.
 """
 
 from __future__ import annotations
@@ -94,20 +95,17 @@ def pending_side_stream_work(outputs: list[torch.Tensor]) -> bool:
 def _timer_parts() -> dict[str, Any]:
     import time
 
-    import evalsvc.core.stats as stats
-    import evalsvc.engine.runner as runner
+    import evalsvc.engine.commitment as commitment
     import evalsvc.engine.timing as timing
 
-    parts: dict[str, Any] = {
+    return {
         "time.perf_counter": time.perf_counter,
-        "timing.measure": timing.measure,
-        "runner.measure": runner.measure,
-        "runner.check_output": runner.check_output,
-        "timing._copy_into": timing._copy_into,
-        "timing.summarize": timing.summarize,
-        "timing.precise_enough": timing.precise_enough,
-        "stats.summarize": stats.summarize,
-        "measure.__code__": timing.measure.__code__,
+        "timing.RoundTimer.run": timing.RoundTimer.run,
+        "timing.RoundTimer._timed_call": timing.RoundTimer._timed_call,
+        "RoundTimer.run.__code__": timing.RoundTimer.run.__code__,
+        "RoundTimer._timed_call.__code__": timing.RoundTimer._timed_call.__code__,
+        "commitment.round_digests": commitment.round_digests,
+        "commitment.digests_on_device": commitment.digests_on_device,
         "torch.cuda.synchronize": torch.cuda.synchronize,
         "torch.cuda.Event": torch.cuda.Event,
         "torch.cuda.Event.record": torch.cuda.Event.record,
@@ -115,7 +113,6 @@ def _timer_parts() -> dict[str, Any]:
         "torch.Tensor.copy_": torch.Tensor.copy_,
         "torch.Tensor.fill_": torch.Tensor.fill_,
     }
-    return parts
 
 
 class TimerGuard:

@@ -1,11 +1,19 @@
-"""One timing method for candidate and baselines alike: fresh input values each call, caches flushed,
-device-wide synchronisation, adaptive repetition until the median is known to a target precision."""
+"""One timing method for candidate and baselines alike: rounds of calls, each call on fresh inputs (an L2
+flush before it on a GPU), each round ended by a device-wide synchronisation, repeated until the median is
+known to a target precision, then a random number of rounds more.
+
+The candidate's rounds run in its runner process, one request per round, with the judge's clock around
+each (`evalsvc.engine.judged_timing`); baselines run the same rounds in the judge. What a round does is
+`RoundTimer.run`, how long rounds are and when to stop is `RoundPlan`, for both.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,82 +29,171 @@ class TimingPolicy:
     max_runs: int = 2000
     target_rel_ci: float = 0.01
     budget_s: float = 5.0
-    flush_bytes: int = 256 * 1024 * 1024
+    flush_bytes: int = 256 * 1024 * 1024  # an L2 flush before each call, on a GPU only
     # Queued calls keep the GPU busy back to back, as a kernel runs in a real model: on the H200 a 43 µs
     # ReLU read 1.9% under do_bench queued 10 at a time, 3.3% synchronised after every call; a 2.7 ms
     # matmul 0.03% and +3.2% (bench/timing_method.py, run 11).
     calls_per_sync: int = 10
+    # Each round is calls_per_sync plus 0..extra_calls calls, and 0..extra_rounds rounds follow the stop
+    # rule, drawn at random: a candidate cannot tell from its own measurements which call is the last.
+    extra_calls: int = 4
+    extra_rounds: int = 2
+
+
+@dataclass
+class Round:
+    samples_ms: list[float]  # one per call, in call order
+    outputs: list[Any]  # every call's output, kept for the judge to check any of them
 
 
 @dataclass
 class Measurement:
     stats: TimingStats
     last_output: Any
-    last_index: int
     wall_s: float
     samples_ms: list[float]  # in the order taken
 
 
-def _copy_into(staging: Sequence[Any], source: Sequence[Any]) -> None:
-    for dst, src in zip(staging, source, strict=True):
-        if isinstance(dst, torch.Tensor):
-            dst.copy_(src)
+def method_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return "cuda-events+l2-flush+fresh-inputs+rounds"
+    return "wall-clock+fresh-inputs+rounds"
 
 
-def measure(
-    fn: Callable[..., Any], pool: Sequence[Sequence[Any]], device: torch.device, policy: TimingPolicy
-) -> Measurement:
-    """Time `fn(*inputs)`; before each call the staging inputs get the next pool set's values.
+class RoundTimer:
+    """Runs rounds of calls, each call on an input set of its own (made or received just before it, never
+    used before), after an L2 flush on a GPU; one device-wide synchronisation ends the round. Inputs that
+    no call has seen before leave nothing to cache: a cache keyed by pointer or by value returns another
+    call's output, which checking any output shows."""
 
-    Values change every call at fixed addresses, so caching by pointer returns stale results (caught by
-    checking the last output) and caching by value must read every input first. On a GPU,
-    `policy.calls_per_sync` calls are queued between device-wide synchronisations.
-    """
-    cuda = device.type == "cuda"
-    staging = [a.clone() if isinstance(a, torch.Tensor) else a for a in pool[0]]
-    flush = torch.empty(
-        policy.flush_bytes // 4 if cuda else policy.flush_bytes // 16, dtype=torch.float32, device=device
-    )
-    perf = time.perf_counter
-    samples: list[float] = []
-    out: Any = None
-    idx = 0
-    start_wall = perf()
-    deadline = start_wall + policy.budget_s
-    i = 0
-    queued = max(1, policy.calls_per_sync) if cuda else 1
-    while True:
-        pending: list[tuple[int, Any, Any]] = []
-        for _ in range(queued if i >= policy.warmup_runs else policy.warmup_runs):
-            idx = i % len(pool)
-            _copy_into(staging, pool[idx])
-            flush.fill_(float(i))
-            if cuda:
+    def __init__(self, device: torch.device, flush_bytes: int) -> None:
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device) if self.cuda else None
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        sets: Iterable[Sequence[Any]],
+        around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    ) -> Round:
+        """Call `fn` once per input set that `sets` yields (lazily: a set is made right before its call),
+        each call inside `around()`. On a GPU the calls are queued and timed by events; on the CPU each call
+        is timed by the wall clock."""
+        marks: list[tuple[Any, Any]] = []
+        outputs = []
+        for k, inputs in enumerate(sets):
+            if self.flush is not None:
                 # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
                 # 256 MB on an H200) while the CPU records `begin` and launches the call, so the first
                 # kernel starts right after `begin` instead of after the host's launch latency (tens of
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
+                self.flush.fill_(float(k))
+            outputs.append(self._timed_call(fn, inputs, around, marks))
+        if self.cuda:
+            torch.cuda.synchronize()
+            samples = [begin.elapsed_time(end) for begin, end in marks]
+        else:
+            samples = [(end - begin) * 1e3 for begin, end in marks]
+        return Round(samples, outputs)
+
+    def _timed_call(
+        self,
+        fn: Callable[..., Any],
+        inputs: Sequence[Any],
+        around: Callable[[], contextlib.AbstractContextManager[Any]],
+        marks: list[tuple[Any, Any]],
+    ) -> Any:
+        with around():
+            if self.cuda:
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
-                out = fn(*staging)
+                out = fn(*inputs)
                 end.record()
-                pending.append((i, begin, end))
             else:
-                t0 = perf()
-                out = fn(*staging)
-                pending.append((i, t0, perf()))
-            i += 1
-        if cuda:
-            torch.cuda.synchronize()
-        for j, begin, end in pending:
-            if j >= policy.warmup_runs:
-                samples.append(begin.elapsed_time(end) if cuda else (end - begin) * 1e3)
-        if len(samples) >= policy.max_runs or (samples and perf() > deadline):
-            break
-        if precise_enough(samples, policy.target_rel_ci, policy.min_runs):
-            break
-    method = "cuda-events+l2-flush+fresh-values" if cuda else "wall-clock+cache-flush+fresh-values"
-    return Measurement(summarize(samples, method), out, idx, perf() - start_wall, samples)
+                begin = time.perf_counter()
+                out = fn(*inputs)
+                end = time.perf_counter()
+        marks.append((begin, end))
+        return out
+
+
+@dataclass
+class RoundPlan:
+    """How many calls each round has and when to stop: a warm-up round, then rounds of `calls_per_sync`
+    plus a random extra until the median of the recorded samples is precise enough, `max_runs` samples
+    are in or the budget is spent, then a random number of rounds more. The judge keeps the plan and its
+    random draws; the runner only ever sees one round."""
+
+    policy: TimingPolicy
+    rng: random.Random
+    samples_ms: list[float] = field(default_factory=list)
+    _tail: int | None = None  # rounds left after the stop rule fired
+    _deadline: float = 0.0
+
+    def warmup(self) -> int:
+        self._deadline = time.monotonic() + self.policy.budget_s
+        return max(1, self.policy.warmup_runs)
+
+    def rounds(self) -> Iterator[int]:
+        """The timed rounds' sizes; record each round's samples before asking for the next."""
+        while True:
+            if self._tail is None and self._stop():
+                self._tail = self.rng.randint(0, self.policy.extra_rounds)
+            if self._tail is not None:
+                if self._tail == 0:
+                    return
+                self._tail -= 1
+            yield self.round_size()
+
+    def round_size(self) -> int:
+        """`calls_per_sync` plus a random 0..`extra_calls`."""
+        return max(1, self.policy.calls_per_sync + self.rng.randint(0, self.policy.extra_calls))
+
+    def record(self, samples_ms: Sequence[float]) -> None:
+        self.samples_ms.extend(samples_ms)
+
+    def _stop(self) -> bool:
+        p, xs = self.policy, self.samples_ms
+        if len(xs) >= p.max_runs or (xs and time.monotonic() > self._deadline):
+            return True
+        return precise_enough(xs, p.target_rel_ci, p.min_runs)
+
+
+def measure(
+    fn: Callable[..., Any],
+    inputs_for: Callable[[int], Sequence[Any]],
+    device: torch.device,
+    policy: TimingPolicy,
+    rng: random.Random | None = None,
+) -> Measurement:
+    """Time `fn(*inputs)` in this process by the same rounds the candidate gets (baselines, vetting,
+    benchmarks). `inputs_for(k)` is the k-th call's input set (fresh inputs for baselines; a pool rotated
+    by the caller where that is enough)."""
+    timer = RoundTimer(device, policy.flush_bytes)
+    plan = RoundPlan(policy, rng or random.Random())
+    start = time.perf_counter()
+    calls = 0
+
+    def sets(n: int) -> Iterator[Sequence[Any]]:
+        nonlocal calls
+        for _ in range(n):
+            calls += 1
+            yield inputs_for(calls - 1)
+
+    timer.run(fn, sets(plan.warmup()))
+    last = None
+    for n in plan.rounds():
+        done = timer.run(fn, sets(n))
+        plan.record(done.samples_ms)
+        last = done.outputs[-1]
+    stats = summarize(plan.samples_ms, method_name(device))
+    return Measurement(stats, last, time.perf_counter() - start, plan.samples_ms)
+
+
+def rotating(pool: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:
+    """`inputs_for` over a fixed pool (trusted callers: vetting, benchmarks)."""
+    return lambda k: pool[k % len(pool)]
 
 
 def measure_graph(

@@ -161,8 +161,8 @@ def _relu_artifact(pipeline, tmp: str) -> Path:  # type: ignore[no-untyped-def]
 
 
 def test_runner_makes_inputs_from_seeds_and_refuses_a_wrong_digest(pipeline) -> None:  # type: ignore[no-untyped-def]
-    """The judge sends a seed and the digest of its own inputs; the runner makes the same set itself, or
-    says it differs (and then runs nothing)."""
+    """The judge sends the task and a seed and the digest of its own inputs; the runner makes the same set
+    itself, or says it differs (and then runs nothing)."""
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
     task = load_task(case.task())
     judge = pipeline.evaluator.judge
@@ -171,8 +171,11 @@ def test_runner_makes_inputs_from_seeds_and_refuses_a_wrong_digest(pipeline) -> 
         handle = judge.launcher.start(_relu_artifact(pipeline, tmp))
     try:
         reference = task.make_model(1, device)
-        assert handle.request(judge._load_message(task, reference, False), 120)["ok"]
         inputs = task.make_inputs(7, device)
+        prepare = {"op": "prepare", "task": task.spec.model_dump_json(), "seeds": [7], "outputs": [],
+                   "digests": [input_digest(inputs)], "flush_bytes": 0}  # fmt: skip
+        assert handle.request(prepare, 120)["ok"]
+        assert handle.request(judge._load_message(task, reference, False), 120)["ok"]
         seeded = {"op": "run", "seed": 7, "digest": input_digest(inputs), "poison_bytes": 0}
         reply = handle.request(seeded, 60)
         assert reply["ok"], reply

@@ -1,0 +1,96 @@
+"""Commitments to outputs: what a round of timed calls must answer with, so the judge can check any call
+of it afterwards.
+
+The runner answers a round with a digest of every chunk of every output it produced, computed before it
+replies (inside the judge's clock); the judge then picks calls and chunks at random and fetches their
+bytes. A fetched chunk must match its digest and the reference. A digest of a float tensor's bytes cannot
+be had without those bytes, so work skipped or deferred past the reply shows as a wrong chunk or a broken
+commitment, on whichever call the judge happens to pick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+CHUNKS = 16  # per output tensor: the judge fetches a few of them, never the whole output
+
+
+def output_tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of an output (a tensor, or nested lists/tuples of them), in order."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, list | tuple):
+        return [t for o in out for t in output_tensors(o)]
+    return []
+
+
+def chunk_size(nbytes: int) -> int:
+    """Bytes per chunk: a multiple of 8 (so a chunk is whole elements of any dtype), at most CHUNKS chunks."""
+    per = -(-nbytes // CHUNKS)
+    return max(8, -(-per // 8) * 8)
+
+
+def flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's values as bytes, in row-major order (a copy only when it is not contiguous)."""
+    b = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    return b.clone() if b.storage_offset() % 8 else b  # word views need aligned bytes
+
+
+def _digest_rows(b: torch.Tensor, size: int) -> torch.Tensor:
+    """Digests of consecutive `size`-byte chunks of `b` (int64 on b's device): the sum of the chunk's
+    4-byte words, plus its leftover bytes. Integer sums cannot overflow or depend on the order of adding."""
+    n = b.numel()
+    full = n // size
+    parts = []
+    if full:
+        parts.append(b[: full * size].view(torch.int32).view(full, size // 4).sum(dim=1, dtype=torch.int64))
+    if n > full * size:
+        parts.append(_digest_tail(b[full * size :]).reshape(1))
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=b.device)
+
+
+def _digest_tail(b: torch.Tensor) -> torch.Tensor:
+    words = b.numel() // 4 * 4
+    total = b[:words].view(torch.int32).sum(dtype=torch.int64)
+    return total + b[words:].to(torch.int64).sum()
+
+
+def digests_on_device(t: torch.Tensor) -> torch.Tensor:
+    """All chunk digests of one output tensor, left on its device (read back once per round)."""
+    b = flat_bytes(t)
+    return _digest_rows(b, chunk_size(b.numel()))
+
+
+def chunk(t: torch.Tensor, index: int) -> torch.Tensor:
+    """The bytes of chunk `index` of `t` (empty when out of range)."""
+    b = flat_bytes(t)
+    size = chunk_size(b.numel())
+    return b[index * size : (index + 1) * size]
+
+
+def chunk_digest(b: torch.Tensor) -> int:
+    """The digest of one chunk's bytes, as `digests_on_device` computes it for that chunk."""
+    return int(_digest_tail(b.reshape(-1).view(torch.uint8)))
+
+
+def chunk_count(nbytes: int) -> int:
+    return -(-nbytes // chunk_size(nbytes)) if nbytes else 0
+
+
+def round_digests(outputs: list[Any]) -> tuple[list[list[list[int]]], list[list[int]]]:
+    """For every call's output: the chunk digests of each of its tensors, and each tensor's size in bytes
+    (read back from the device once for the whole round)."""
+    per_tensor = [[digests_on_device(t) for t in output_tensors(out)] for out in outputs]
+    lengths = [len(d) for call in per_tensor for d in call]
+    flat = torch.cat([d for call in per_tensor for d in call]).tolist() if lengths else []
+    digests: list[list[list[int]]] = []
+    at = 0
+    for call in per_tensor:
+        digests.append([])
+        for d in call:
+            digests[-1].append(flat[at : at + len(d)])
+            at += len(d)
+    nbytes = [[t.numel() * t.element_size() for t in output_tensors(out)] for out in outputs]
+    return digests, nbytes

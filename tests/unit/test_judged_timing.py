@@ -1,0 +1,101 @@
+"""Output commitments and the judge's own timing figure, on real tensors (the protocol end to end runs in
+tests/integration/test_engine_cpu.py and the exploit corpus)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from evalsvc.core.results import JudgedTiming
+from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
+from evalsvc.engine.judged_timing import Overhead, TimingRefused, refuse_disagreement
+from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
+
+SHAPES = [(1,), (3,), (7, 5), (256, 33), (4, 1000)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_every_chunk_matches_its_committed_digest(shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    t = (torch.randn(shape) * 100).to(dtype)
+    (digests,), (nbytes,) = round_digests([[t, t.t() if t.dim() == 2 else t]])
+    assert nbytes == [t.numel() * t.element_size()] * 2
+    for tensor, committed in zip([t, t.t() if t.dim() == 2 else t], digests, strict=True):
+        assert len(committed) == chunk_count(tensor.numel() * tensor.element_size())
+        assert [chunk_digest(chunk(tensor, i)) for i in range(len(committed))] == committed
+
+
+def test_a_changed_value_breaks_its_chunk_and_only_its_chunk() -> None:
+    t = torch.randn(64, 64)
+    (before,), _ = round_digests([t])
+    u = t.clone()
+    u[40, 3] += 1e-3
+    (after,), _ = round_digests([u])
+    changed = [i for i, (a, b) in enumerate(zip(before[0], after[0], strict=True)) if a != b]
+    assert len(changed) == 1
+    assert changed[0] == (40 * 64 + 3) * 4 // (len(chunk(t, 0)))
+
+
+def test_round_timer_keeps_every_output_and_times_every_call() -> None:
+    timer = RoundTimer(torch.device("cpu"), 0)
+    sets = [[torch.full((8,), float(i))] for i in range(5)]
+    done = timer.run(lambda x: x * 2, iter(sets))
+    assert len(done.samples_ms) == 5 and all(s >= 0 for s in done.samples_ms)
+    assert [float(o[0]) for o in done.outputs] == [0.0, 2.0, 4.0, 6.0, 8.0]
+
+
+def test_round_plan_draws_sizes_and_a_random_tail() -> None:
+    policy = TimingPolicy(min_runs=1, target_rel_ci=0.5, calls_per_sync=4, extra_calls=3, extra_rounds=2)
+    tails = set()
+    for seed in range(40):
+        plan = RoundPlan(policy, random.Random(seed))
+        plan.warmup()
+        sizes = []
+        for n in plan.rounds():
+            sizes.append(n)
+            plan.record([1.0] * n)  # perfectly precise: the stop rule fires after the first round
+        assert all(4 <= n <= 7 for n in sizes)
+        tails.add(len(sizes) - 1)
+    assert tails == {0, 1, 2}  # the rounds after the stop rule are not predictable
+
+
+def test_measure_with_a_rotating_pool() -> None:
+    pool = [[torch.randn(16)] for _ in range(3)]
+    m = measure(torch.relu, rotating(pool), torch.device("cpu"), TimingPolicy(budget_s=0.2, min_runs=5))
+    assert m.stats.n >= 5 and m.stats.method.startswith("wall-clock")
+
+
+def _judged(per_call: float, round_min: float, overhead: float, overhead_min: float) -> JudgedTiming:
+    return JudgedTiming(
+        per_call_ms=per_call,
+        round_min_ms=round_min,
+        overhead_ms=overhead,
+        overhead_min_ms=overhead_min,
+        rounds=3,
+    )
+
+
+def test_a_median_the_judges_clock_cannot_back_is_refused() -> None:
+    judged = _judged(per_call=2.0, round_min=2.5, overhead=0.5, overhead_min=0.4)
+    refuse_disagreement(1.95, judged, "cuda")  # within the GPU's tolerance
+    with pytest.raises(TimingRefused) as e:
+        refuse_disagreement(0.8, judged, "cuda")  # 0.4 of what the judge saw
+    assert e.value.rule == "timing_unconfirmed"
+    refuse_disagreement(1.2, judged, "cpu")  # the CPU device allows half
+    with pytest.raises(TimingRefused):
+        refuse_disagreement(0.6, judged, "cpu")
+
+
+def test_a_round_faster_than_the_runners_own_work_is_refused() -> None:
+    judged = _judged(per_call=0.0, round_min=0.1, overhead=0.5, overhead_min=0.4)
+    with pytest.raises(TimingRefused, match="timing loop was altered"):
+        refuse_disagreement(0.05, judged, "cuda")
+
+
+def test_overhead_subtracts_the_typical_cost_on_a_gpu_and_the_largest_on_the_cpu() -> None:
+    o = Overhead([1.0, 1.2, 3.0, 1.1])
+    assert o.subtracted_ms("cuda") == pytest.approx(1.15)
+    assert o.subtracted_ms("cpu") == 3.0
