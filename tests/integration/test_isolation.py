@@ -1,19 +1,43 @@
-"""The runner's private filesystem view, in a real child process with real mount and network namespaces."""
+"""The runner's private view, in real child processes with real mount, network and procfs namespaces."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import secrets
 import shutil
+import stat
+import subprocess
+import sys
 import tempfile
+import threading
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from evalsvc.sandbox.isolation import drop_privileges, private_filesystem_view, unshare_network
+from evalsvc.sandbox.isolation import (
+    CLONE_NEWNS,
+    MS_BIND,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    SECRET_DIRS,
+    _libc,
+    _mount,
+    drop_privileges,
+    private_filesystem_view,
+    unshare_network,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+
+REPO = Path(__file__).resolve().parents[2]
+# No runner, spare or compile container has this uid: in its own /proc a probe must see itself alone.
+PROBE_UID = 65099
 
 
 def _probe(workdir: Path, cover: Path, report: int) -> None:
@@ -106,3 +130,303 @@ def test_torch_dynamo_imports_as_the_sandbox_uid() -> None:
     assert user == "evalsvc-runner"
     assert cache.startswith(str(workdir))
     shutil.rmtree(workdir)
+
+
+def _data_dir() -> Path:
+    """A data directory like the worker's, under /var/tmp: the runner's uid must be able to walk down to its
+    scratch (pytest's tmp_path is under /tmp, which no runner sees)."""
+    data = Path(tempfile.mkdtemp(prefix="evalsvc-isolation-", dir="/var/tmp"))
+    data.chmod(0o755)
+    return data
+
+
+def _attempt(seen: dict[str, object], name: str, action: Callable[[], object]) -> None:
+    try:
+        action()
+        seen[name] = "ok"
+    except OSError as e:
+        seen[name] = e.strerror
+
+
+def _rename_a_thread() -> str:
+    """What the NVIDIA driver does inside cuInit: name another of its own threads through
+    /proc/self/task/<tid>/comm. Returns the name read back, or why the write failed."""
+    parked, release = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def park() -> None:
+        tids.append(threading.get_native_id())
+        parked.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=park)
+    thread.start()
+    parked.wait(30)
+    comm = Path(f"/proc/self/task/{tids[0]}/comm")
+    try:
+        comm.write_text("cuda-probe")
+        return comm.read_text().strip()
+    except OSError as e:
+        return str(e.strerror)
+    finally:
+        release.set()
+        thread.join()
+
+
+def _run_probe(function: str, *args: str) -> dict[str, object]:
+    """Run `function` of this module in a fresh interpreter (as root, so that it can isolate itself) and
+    return what it reports on a pipe: stdout and stderr are the candidate log's once it is isolated."""
+    read_end, write_end = os.pipe()
+    call = f"from tests.integration.test_isolation import {function}; {function}(*sys.argv[1:])"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import sys; {call}", str(write_end), *args],
+            cwd=REPO,
+            pass_fds=(write_end,),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as report:
+        raw = report.read()
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(raw or b"{}")
+
+
+def _report(fd: str, seen: dict[str, object]) -> None:
+    os.write(int(fd), json.dumps(seen).encode())
+    os._exit(0)
+
+
+def runner_probe(fd: str, scratch: str, data: str, planted: str) -> None:
+    """In a fresh interpreter: start as the launcher's forkserver does (its PRELOAD imported), isolate with
+    the runner's own `_isolate`, then look for what a candidate would look for."""
+    seen: dict[str, object] = {}
+    try:
+        from evalsvc.engine.launcher import PRELOAD
+
+        for name in PRELOAD:
+            importlib.import_module(name)
+        from evalsvc.engine.runner import RunnerSetup, _isolate
+
+        setup = RunnerSetup(
+            scratch=scratch, device="cpu", isolate=True, memory_bytes=8 << 30, uid=PROBE_UID, cover=data
+        )
+        workdir = _isolate(setup)
+        seen["pid"], seen["workdir"], seen["home"] = os.getpid(), workdir, os.environ["HOME"]
+        seen["proc_pids"] = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+        parent = os.getppid()
+        for name, path in [
+            ("init_cmdline", "/proc/1/cmdline"),
+            ("parent_cmdline", f"/proc/{parent}/cmdline"),
+            ("parent_environ", f"/proc/{parent}/environ"),
+        ]:
+            _attempt(seen, name, Path(path).read_bytes)
+        seen["planted_visible"] = [p for p in json.loads(planted) if os.path.lexists(p)]
+        seen["data_listing"] = sorted(os.listdir(data))
+        _attempt(seen, "write_scratch", lambda: Path("out.txt").write_text("mine"))
+        _attempt(seen, "write_tmp", lambda: Path("/tmp/evalsvc-isolation-probe").write_text("x"))
+        seen["thread_comm"] = _rename_a_thread()
+        # What every load_inline solution imports once its runner is isolated, and a first tensor op.
+        import torch
+        import torch.utils.cpp_extension
+
+        x = torch.arange(6.0).reshape(2, 3)
+        seen["matmul"] = (x @ x.T).tolist()
+    except BaseException as e:  # reported, so the test shows what broke
+        seen["error"] = "".join(traceback.format_exception(e))
+    _report(fd, seen)
+
+
+def fresh_import_probe(fd: str, workdir: str, data: str) -> None:
+    """In a fresh interpreter that has not imported torch: isolate, then import torch and
+    torch.utils.cpp_extension inside the view (every file they open must be in it) and run a tensor op."""
+    seen: dict[str, object] = {"torch_before": "torch" in sys.modules}
+    try:
+        unshare_network()
+        target = private_filesystem_view(workdir, data)
+        drop_privileges(PROBE_UID)
+        os.chdir(target)
+        os.environ.clear()
+        os.environ.update({"PATH": "/usr/bin:/bin", "HOME": target, "TMPDIR": target, "USER": "probe"})
+        import torch
+        import torch.utils.cpp_extension
+
+        seen["sum"] = float(torch.ones(4, 4).sum())
+    except BaseException as e:
+        seen["error"] = "".join(traceback.format_exception(e))
+    _report(fd, seen)
+
+
+@pytest.fixture
+def planted() -> Iterator[list[Path]]:
+    """World-readable files where a runner must not look: the host's /tmp and /var/tmp, /run (where
+    /run/secrets lives), and /root beside the Python prefix inside it."""
+    token = secrets.token_hex(8)
+    run_dir = Path(f"/run/evalsvc-isolation-{token}")
+    run_dir.mkdir(mode=0o755)
+    files = [
+        Path(f"/tmp/evalsvc-isolation-{token}"),
+        Path(f"/var/tmp/evalsvc-isolation-{token}"),
+        Path(f"/root/evalsvc-isolation-{token}"),
+        run_dir / "secret",
+    ]
+    for path in files:
+        path.write_text(token)
+        path.chmod(0o644)
+    yield files
+    for path in files:
+        path.unlink(missing_ok=True)
+    run_dir.rmdir()
+
+
+def test_runner_sees_only_its_own_processes_and_scratch(planted: list[Path]) -> None:
+    data = _data_dir()
+    scratch = data / "scratch" / "evalsvc-run-mine"
+    scratch.mkdir(parents=True)
+    other_job = data / "scratch" / "evalsvc-run-other"
+    other_job.mkdir()
+    (other_job / "solution.py").write_text("another tenant's code")
+    (data / "artifacts").mkdir()
+    (data / "artifacts" / "other-tenant.so").write_text("secret")
+    hidden = [*planted, other_job / "solution.py", data / "artifacts" / "other-tenant.so"]
+    try:
+        seen = _run_probe("runner_probe", str(scratch), str(data), json.dumps([str(p) for p in hidden]))
+        log = (scratch / "candidate.log").read_text(errors="replace")
+        assert "error" not in seen, f"{seen}\n{log}"
+        assert seen["proc_pids"] == [seen["pid"]]  # its own procfs: no worker, no other runner
+        assert seen["init_cmdline"] == "No such file or directory"
+        assert seen["parent_cmdline"] == "No such file or directory"
+        assert seen["parent_environ"] == "No such file or directory"
+        assert seen["planted_visible"] == []
+        assert seen["data_listing"] == ["work"]  # other jobs' scratch and the artifacts are covered
+        assert seen["workdir"] == seen["home"] == str(data / "work")
+        assert seen["write_scratch"] == "ok" and (scratch / "out.txt").read_text() == "mine"
+        assert seen["write_tmp"] == "Read-only file system"
+        assert seen["thread_comm"] == "cuda-probe"  # /proc is still writable where the kernel allows it
+        assert seen["matmul"] == [[5.0, 14.0], [14.0, 50.0]]
+    finally:
+        shutil.rmtree(data)
+
+
+def test_torch_imports_inside_the_view() -> None:
+    data = _data_dir()
+    workdir = data / "scratch" / "evalsvc-run-fresh"
+    workdir.mkdir(parents=True)
+    os.chown(workdir, PROBE_UID, PROBE_UID)
+    try:
+        seen = _run_probe("fresh_import_probe", str(workdir), str(data))
+        assert "error" not in seen, seen["error"]
+        assert seen == {"torch_before": False, "sum": 16.0}
+    finally:
+        shutil.rmtree(data)
+
+
+def _in_child(probe: Callable[[], dict[str, object]]) -> dict[str, object]:
+    """Run `probe` in a forked child (its mounts and namespaces die with it) and return its report."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            seen = probe()
+        except BaseException as e:
+            seen = {"error": "".join(traceback.format_exception(e))}
+        os.write(write_end, json.dumps(seen).encode())
+        os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as report:
+        seen = json.loads(report.read() or b"{}")
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "error" not in seen, seen["error"]
+    return seen
+
+
+def _as_a_container_runtime_masks_proc() -> None:
+    """In this child's own mount namespace, what Docker and Kubernetes put over parts of /proc: /dev/null
+    over files such as /proc/timer_list and /proc/kcore, a read-only /proc/sys."""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError("unshare(CLONE_NEWNS) failed")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _mount("/dev/null", "/proc/timer_list", None, MS_BIND)
+    _mount("/proc/sys", "/proc/sys", None, MS_BIND)
+    _mount(None, "/proc/sys", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+
+
+def test_secret_dirs_and_proc_masks_stay_covered() -> None:
+    assert {"/etc/evalsvc", "/run/secrets"} <= set(SECRET_DIRS)
+    data = _data_dir()
+    workdir = data / "scratch" / "evalsvc-run-mine"
+    workdir.mkdir(parents=True)
+    # Stands for /etc/evalsvc: /etc is in the view, the operator's secrets under it are not.
+    standin = Path(f"/etc/evalsvc-isolation-{secrets.token_hex(8)}")
+    standin.mkdir(mode=0o755)
+    (standin / "redis-password").write_text("hunter2")
+    (standin / "redis-password").chmod(0o644)
+
+    def probe() -> dict[str, object]:
+        _as_a_container_runtime_masks_proc()
+        private_filesystem_view(str(workdir), str(data), secret_dirs=(str(standin),))
+        drop_privileges(PROBE_UID)
+        timer_list = os.stat("/proc/timer_list")
+        dev_null = os.stat("/dev/null")
+        return {
+            "etc_passwd": os.path.exists("/etc/passwd"),
+            "standin": sorted(os.listdir(standin)),
+            "timer_list_is_dev_null": stat.S_ISCHR(timer_list.st_mode)
+            and timer_list.st_rdev == dev_null.st_rdev,
+            "sys_read_only": bool(os.statvfs("/proc/sys").f_flag & os.ST_RDONLY),
+            "proc_writable": not os.statvfs("/proc").f_flag & os.ST_RDONLY,
+        }
+
+    try:
+        seen = _in_child(probe)
+        assert seen == {
+            "etc_passwd": True,
+            "standin": [],  # covered, though /etc is in the view
+            "timer_list_is_dev_null": True,  # the runtime's masks hold in the runner's own procfs
+            "sys_read_only": True,
+            "proc_writable": True,
+        }
+    finally:
+        shutil.rmtree(standin)
+        shutil.rmtree(data)
+
+
+def test_data_dir_inside_a_needed_directory_is_still_covered() -> None:
+    """A development setup: the data directory inside the repository, which is on sys.path."""
+    needed = _data_dir()
+    (needed / "helper.py").write_text("VISIBLE = True\n")
+    data = needed / "var"
+    workdir = data / "scratch" / "evalsvc-run-mine"
+    workdir.mkdir(parents=True)
+    (data / "artifacts").mkdir()
+    (data / "artifacts" / "other-tenant.so").write_text("secret")
+    os.chown(workdir, PROBE_UID, PROBE_UID)
+
+    def probe() -> dict[str, object]:
+        sys.path.append(str(needed))
+        target = private_filesystem_view(str(workdir), str(data))
+        drop_privileges(PROBE_UID)
+        seen: dict[str, object] = {
+            "helper": Path(needed, "helper.py").exists(),
+            "data": sorted(os.listdir(data)),
+        }
+        _attempt(seen, "write_work", lambda: Path(target, "out.txt").write_text("mine"))
+        _attempt(seen, "write_needed", lambda: Path(needed, "out.txt").write_text("x"))
+        return seen
+
+    try:
+        seen = _in_child(probe)
+        assert seen == {
+            "helper": True,
+            "data": ["work"],
+            "write_work": "ok",
+            "write_needed": "Read-only file system",
+        }
+        assert (workdir / "out.txt").read_text() == "mine"
+    finally:
+        shutil.rmtree(needed)
