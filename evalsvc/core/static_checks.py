@@ -24,6 +24,12 @@ C++/CUDA (`check_native`)
 - `native-escape`: processes, files, environment, threads, timers, side streams, load-time
   constructors, the Python interpreter, token pasting.
 - `native-cache`: static or namespace-scope tensors, containers or pointers that outlive a call.
+
+The compile stage (`evalsvc/build/stage.py`) adds two, and the object screen its own
+(`evalsvc/build/symbol_screen.py`: what the built objects link to and what their code does):
+- `build-flag`: a compile or link flag outside the allowlist (`evalsvc/build/flags.py`): paths, files
+  written, code loaded, the target, the linker.
+- `build-evidence`: the record of the candidate's sources or objects is missing or unreadable: refused.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ MAX_FINDINGS = 200
 RULES = frozenset({
     "torch-compute-in-forward", "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
-    "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache",
+    "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
+    "build-evidence",
 })  # fmt: skip
 
 
@@ -78,8 +85,12 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
 
 def check_native(sources: Mapping[str, str], allow_vendor_libs: bool) -> list[Finding]:
     """Findings for C++/CUDA sources (name -> text): the solution's own files, or the sources its
-    load_inline calls build. Not the CUDA Agent environment's binding.cpp / binding_registry.h, whose
-    REGISTER_BINDING macro pastes tokens (`##`), which solutions may not."""
+    load_inline calls build, as written or as evalsvc.build.preprocess made them (its line markers map
+    findings back to the original lines). The name's suffix matters: `.cpp` is host code, where inline
+    `asm` is refused anywhere; elsewhere (`.cu`) it is allowed in device code only. Raw text shows every
+    `#if` branch and preprocessed text every macro expanded: screen both where both are at hand. Not the
+    CUDA Agent environment's binding.cpp / binding_registry.h, whose REGISTER_BINDING macro pastes tokens
+    (`##`) and constructs an object at load time, which solutions may not."""
     return _guarded(sources, lambda: scan_native(dict(sources), allow_vendor_libs))
 
 
@@ -115,6 +126,17 @@ def inline_sources(py_text: str) -> dict[str, str]:
         return {}
 
 
+def inline_flags(py_text: str) -> dict[str, list[str]]:
+    """The flags a file passes to load_inline (`extra_cflags`, `extra_cuda_cflags`, `extra_ldflags`), where
+    they are static strings, so a refused flag is named before any sandbox runs (the compile stage checks
+    the flags it captured too)."""
+    try:
+        tree = ast.parse(py_text)
+        return _InlineCollector(tree).flags()
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+
+
 class _InlineCollector:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
@@ -134,6 +156,15 @@ class _InlineCollector:
                 self.add(node, "cpp_sources", 1, ".cpp")
                 self.add(node, "cuda_sources", 2, ".cu")
         return self.out
+
+    def flags(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {"extra_cflags": [], "extra_cuda_cflags": [], "extra_ldflags": []}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and self.is_load_inline(node.func):
+                for k in node.keywords:
+                    if k.arg in out:
+                        out[k.arg] += self.strings(k.value, 0)
+        return out
 
     def is_load_inline(self, func: ast.AST) -> bool:
         if isinstance(func, ast.Name):

@@ -1,17 +1,33 @@
 """Static reward-hacking checks: exploits are caught, honest solutions pass, hostile text never raises.
 
-No compiler, no torch: `check_python` on the solution's Python, `check_native` on its C++/CUDA (the strings
-a KernelBench file hands to load_inline, or a CUDA Agent tree's kernels/). `pytest -s` prints the table.
+No torch: `check_python` on the solution's Python, `check_native` on its C++/CUDA (the strings a KernelBench
+file hands to load_inline, or a CUDA Agent tree's kernels/), as written and, where g++ is at hand, after
+the real preprocessor (evalsvc.build.preprocess). `pytest -s` prints the table.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from evalsvc.core.static_checks import RULES, Finding, check_native, check_python, inline_sources
+from evalsvc.build.flags import check_flags
+from evalsvc.build.preprocess import preprocess
+from evalsvc.core.static_checks import (
+    RULES,
+    Finding,
+    check_native,
+    check_python,
+    inline_flags,
+    inline_sources,
+)
 from tests.corpus.reader import header
+from tests.unit.test_build_flags import load_inline_flags
+
+needs_cpp = pytest.mark.skipif(
+    shutil.which("g++") is None or shutil.which("prlimit") is None, reason="needs g++ and prlimit"
+)
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "tests" / "corpus"
@@ -32,7 +48,13 @@ def solution(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def findings(path: Path) -> list[Finding]:
     py, native = solution(path)
     allow = header(path).get("allow_vendor_libs") == "true"
-    return check_python(py) + check_native(native, allow)
+    flags = [inline_flags(text) for text in py.values()]
+    refused = [
+        f
+        for fl in flags
+        for f in check_flags(fl["extra_cflags"], fl["extra_cuda_cflags"], fl["extra_ldflags"], allow)
+    ]
+    return check_python(py) + refused + check_native(native, allow)
 
 
 def _entries(folder: Path) -> list[Path]:
@@ -66,7 +88,7 @@ def test_exploit_header(path: Path) -> None:
     assert h.get("trick") and h.get("expect") in EXPECTS, h
     assert h.get("device") in ("any", "cpu", "cuda"), h
     kind, _, name = h.get("caught by", "").partition(":")
-    assert kind in ("static", "runtime") and name, h
+    assert kind in ("static", "symbol", "runtime") and name, h
     if kind == "static":
         assert name in RULES, f"unknown rule {name}"
     task = h.get("task", "")
@@ -405,7 +427,8 @@ NATIVE_OK = [
     "__global__ void k(float* p) { *p = relu(*p); }\n",
     "static constexpr int TILE = 32;\nstatic int sms() { return 1; }\n"
     "static torch::Tensor g(torch::Tensor x);\n",
-    _HOST.format('asm volatile("membar.gl;"); std::vector<int64_t> s = x.sizes().vec(); return x;'),
+    '__device__ void fence() { asm volatile("membar.gl;"); }\n'
+    + _HOST.format("std::vector<int64_t> s = x.sizes().vec(); return x;"),
     _HOST.format(
         "at::parallel_for(0, 8, 1, [&](int64_t b, int64_t e) { float v = b * 2.0f; (void)v; }); return x;"
     ),
@@ -416,6 +439,266 @@ NATIVE_OK = [
 @pytest.mark.parametrize("src", NATIVE_OK)
 def test_native_allowlist(src: str) -> None:
     assert _native(src) == set(), src
+
+
+# Macros defined under `#if X`, X being a macro of a header that cpp is not given: what the compiler expands
+# differs from what cpp does here, so only the raw scan reads them (and must: the screens run both).
+UNDER_IF = [
+    "#ifdef X\n#define NS at\n#else\n#define NS std\n#endif\n" + _HOST.format("return NS::cpu::mm(x, w);"),
+    "#ifdef X\n#define M(a, b) a b\n#else\n#define M(a, b) b\n#endif\n"
+    + _HOST.format("return M(at, ::cpu::mm)(x, w);"),
+]
+
+# What got past the token screen once, and its neighbours: each is refused as written and after cpp.
+NATIVE_NEW = [
+    # `using namespace`, namespace blocks and aliases: unqualified or partly qualified names reach ATen
+    ("aten-compute", "using namespace at;\n" + _HOST.format("return cpu::mm(x, w);")),
+    ("aten-compute", "using namespace at;\n" + _HOST.format("return native::add(x, w);")),
+    ("aten-compute", "using namespace at;\n" + _HOST.format("return _ops::mm::call(x, w);")),
+    ("aten-compute", "using namespace torch;\n" + _HOST.format("return mm(x, w);")),
+    ("aten-compute", "using namespace torch;\n" + _HOST.format("return nn::functional::relu(x);")),
+    ("aten-compute", "using namespace at::cpu;\n" + _HOST.format("return addmm(x, w, w);")),
+    ("aten-compute", "using at::cpu::mm;\n" + _HOST.format("return mm(x, w);")),
+    ("aten-compute", "namespace K = at::cpu;\n" + _HOST.format("return K::mm(x, w);")),
+    ("aten-compute", "namespace at {\n" + _HOST.format("return cpu::mm(x, w);") + "}\n"),
+    ("aten-compute", "namespace at::native {\n" + _HOST.format("return _softmax(x, 1, false);") + "}\n"),
+    ("aten-compute", "using namespace c10;\n" + _HOST.format("Dispatcher::singleton(); return x;")),
+    ("aten-compute", _HOST.format("return _softmax(x, 1, false);")),  # a tensor argument: ADL finds at::
+    # splices, universal character names, digraphs and macros
+    ("aten-compute", _HOST.format("return a\\\nt::cpu::_softmax(x, 1, false);")),
+    ("aten-compute", _HOST.format("return a\\u0074::cpu::mm(x, w);")),
+    ("aten-compute", "using namespace at;\ntorch::Tensor f(torch::Tensor x) <% return cpu::mm(x, x); %>\n"),
+    ("aten-compute", "#define KNS at\n" + _HOST.format("return KNS::cpu::addmm(x, w, w);")),
+    # the Python C API on any use, mangled names
+    ("native-escape", _HOST.format("auto run = &PyRun_SimpleStringFlags; return x;")),
+    ("native-escape", _HOST.format("void* p = (void*)PyEval_GetBuiltins; return x;")),
+    ("native-escape", 'extern "C" at::Tensor _ZN2at4_ops2mm4callERKNS_6TensorES4_(const at::Tensor&, int);'),
+    ("native-escape", 'PYBIND11_MODULE(ext, m) {\n  m.attr("__builtins__");\n}\n'),
+    # sections, weak symbols, aliases, ifuncs
+    ("native-escape", '__attribute__((section(".init_array"))) static void (*hook)() = nullptr;\n'),
+    ("native-escape", '[[gnu::section(".init_array")]] static void (*hook)() = nullptr;\n'),
+    ("native-escape", "[[using gnu: constructor]] static void init() {}\n"),
+    ("native-escape", "__attribute__((weak)) int helper();\n"),
+    ("native-escape", "__attribute__((__weak__)) int helper();\n"),
+    ("native-escape", '__attribute__((alias("helper"))) int other();\n'),
+    ("native-escape", '__attribute__((ifunc("resolve"))) void fast();\n'),
+    ("native-escape", "#pragma weak helper\n"),
+    ("native-escape", '_Pragma("weak helper")\n'),
+    # cycle counters and inline assembly in host code
+    ("native-escape", _HOST.format("auto t = __builtin_ia32_rdtsc(); return x;")),
+    ("native-escape", _HOST.format("unsigned a; auto t = __rdtscp(&a); return x;")),
+    ("native-escape", _HOST.format("auto t = _rdtsc(); return x;")),
+    ("native-escape", _HOST.format('asm volatile("rdtsc" : : : "eax", "edx"); return x;')),
+    ("native-escape", '__host__ __device__ float f(float v) { asm("mov.b32 %0, %0;" : "+f"(v)); return v; }'),
+    ("native-escape", 'asm(".section .init_array");\n'),
+    # the escape list's new members, and escapes taken as values
+    *[
+        ("native-escape", _HOST.format(f"{call}; return x;"))
+        for call in (
+            "dup3(1, 2, 0)",
+            "socketpair(1, 1, 0, fds)",
+            "send(3, buf, 4, 0)",
+            "sendto(3, buf, 4, 0, a, n)",
+            "sendmsg(3, m, 0)",
+            "recv(3, buf, 4, 0)",
+            "recvfrom(3, buf, 4, 0, a, n)",
+            "recvmsg(3, m, 0)",
+            "fcntl(3, 1)",
+            "ioctl(3, 1)",
+            "fstat(0, &st)",
+            "stat(p, &st)",
+            "lstat(p, &st)",
+            "statx(0, p, 0, 0, s)",
+            "readlink(p, buf, 4)",
+            "pipe(fds)",
+            "pipe2(fds, 0)",
+            "memfd_create(p, 0)",
+            "process_vm_readv(1, a, 1, b, 1, 0)",
+            "dlvsym(h, p, v)",
+            "getauxval(3)",
+            "char** e = environ",
+            "char** e = __environ",
+            "const char* n = program_invocation_name",
+            "auto w = &write",
+            "auto run = ::system",
+        )
+    ],
+    ("native-escape", "using namespace std;\n" + _HOST.format("thread t([] {}); t.detach(); return x;")),
+    ("native-escape", _HOST.format('return ::system("id") ? x : w;')),
+    ("native-escape", "using ::PyRun_SimpleString;\n"),
+    ("aten-compute", "namespace q { using namespace at; }\n" + _HOST.format("return q::cpu::mm(x, w);")),
+    ("aten-compute", "namespace q { namespace K = at::cpu; }\n" + _HOST.format("return q::K::mm(x, w);")),
+    (
+        "aten-compute",
+        "namespace A = ::at;\nnamespace B = A;\nusing namespace B;\n" + _HOST.format("return cpu::mm(x, w);"),
+    ),
+    # a macro defined differently under `#if`: every definition counts, and `at` handed around bare is refused
+    ("aten-compute", UNDER_IF[0]),
+    ("native-escape", UNDER_IF[1]),
+    ("aten-compute", "using namespace at;\n" + _HOST.format("return ::mm(x, w);")),
+    ("aten-compute", "using namespace at;\n" + _HOST.format("return ::cpu::mm(x, w);")),
+    # namespace-scope objects whose initialisation runs code when the library loads
+    ("native-escape", "struct Init { Init() { } };\nstatic Init init;\n"),
+    ("native-escape", "struct Init { Init(int) { } };\nInit init(3);\n"),
+    ("native-escape", "struct Init { Init() { } };\nInit init{};\n"),
+    ("native-escape", "struct Init { Init(); };\nInit::Init() {}\nInit init;\n"),
+    ("native-escape", "struct Init { ~Init() { } };\nInit init;\n"),
+    ("native-escape", "struct Init { Init() { } };\nstruct Holder { Init inner; };\nHolder holder;\n"),
+    ("native-escape", "struct Init { Init() { } };\nusing Alias = Init;\nAlias a;\n"),
+    ("native-escape", "int make();\nstruct Member { int v = make(); };\nMember m;\n"),
+    ("native-escape", "struct Init { Init() { } };\nstruct S { static inline Init i{}; };\n"),
+    ("native-escape", "struct { int v; } anonymous = {make()};\n"),
+    ("native-escape", "struct Init { Init() { } };\nstatic std::array<Init, 2> both;\n"),
+    ("native-escape", "struct Init { Init() { } };\nstd::optional<Init> held{std::in_place};\n"),
+    ("native-escape", "int make();\nauto x = make();\n"),
+    ("native-escape", "static int x = [] { return 1; }();\n"),
+    ("native-escape", 'static bool done = (std::printf("x"), true);\n'),
+    ("native-escape", "int* p = new int(3);\n"),
+    ("native-escape", 'const std::string name(std::getenv("HOME"));\n'),
+]
+
+# Neighbours of the above that honest code writes: none is refused, as written or after cpp.
+NATIVE_OK_NEW = [
+    "const int N = 5;\nstatic const float kScale = 1.0f / sqrtf(128.0f);\nconstexpr int M = N * 2;\n",
+    "static float buf[1024];\n__constant__ float w[16];\n__device__ int count = 0;\nstatic dim3 block(256);",
+    "struct P { int a; float b; };\nstatic P p{1, 2.0f};\nconst P q = {3, 4};\n",
+    "static const int kCast = (int)(3.5);\nconst auto kMax = std::numeric_limits<float>::max();\n",
+    "static torch::Tensor g(torch::Tensor x);\nint h();\nvoid k(torch::Tensor, int n = 3);\n",
+    "REGISTER_BINDING(relu, register_relu);\n",  # the CUDA Agent environment's macro, its header not read
+    "auto square = [](float v) { return v * v; };\n",
+    'extern "C" int launch(const float* x, int n);\nextern int g;\n',
+    'static_assert(sizeof(float) == 4, "float");\n',
+    "template <typename T> T add(T a, T b);\ntemplate <int N> __global__ void k(float* p);\n",
+    "struct V { float& operator[](int i) { return d[i]; } float d[4]; };\n"
+    "[[nodiscard]] int one() { return 1; }\n",
+    "struct Init { Init() { } };\nstatic Init* lazy();\nInit make_init();\nstd::optional<Init> none;\n"
+    "Init* const first = nullptr;\nextern Init shared;\n",
+    "__device__ float tanh_fast(float v) {\n"
+    '    float r; asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(v)); return r;\n}\n',
+    '__global__ void k(float* p) { asm volatile("membar.gl;"); }\n',
+    "__host__ __device__ float ex2(float v) {\n#ifdef __CUDA_ARCH__\n"
+    '    asm("ex2.approx.f32 %0, %1;" : "=f"(v) : "f"(v));\n#endif\n    return v;\n}\n',
+    _HOST.format('auto op = [] __device__ (float v) { asm("mov.b32 %0, %0;" : "+f"(v)); return v; };'),
+    "using namespace torch;\n" + _HOST.format("auto y = empty_like(x); return y;"),
+    "using namespace std;\n" + _HOST.format("auto y = move(x); int thread = max(1, 2); return y;"),
+    "using namespace torch;\nnamespace detail { int helper(int v) { return v; } }\n"
+    + _HOST.format("int q = detail::helper(2); return x;"),
+    _HOST.format("int time = 3; int r = time + 1; float recv = 0.0f; return x;"),
+    "namespace cg = cooperative_groups;\n__global__ void k() { cg::this_thread_block().sync(); }\n",
+    "namespace at { namespace native { } }\nnamespace py = pybind11;\nnamespace A = ::at;\n"
+    "using namespace ::torch;\n",
+    "int first(std::vector<int>& v) { auto p = &std::vector<int>::at; return v.at(0); }\n",
+    _HOST.format("check_shapes(x, w); return x;") + "void check_shapes(torch::Tensor a, torch::Tensor b);\n",
+]
+
+
+@pytest.mark.parametrize(("rule", "src"), NATIVE_NEW)
+def test_native_rule_new(rule: str, src: str) -> None:
+    assert rule in _native(src), src
+
+
+@pytest.mark.parametrize("src", NATIVE_OK_NEW)
+def test_native_allowlist_new(src: str) -> None:
+    assert _native(src) == set(), src
+
+
+def _preprocessed(src: str, flags: list[str] | None = None) -> set[str]:
+    return {f.rule for f in check_native({"k.cu": preprocess(src, flags or [], cuda=True)}, False)}
+
+
+# Refused as written only: cpp removes the `#define` (and `##`, which the preprocessing step drops), and the
+# includes; what the macro or header would do to the code is read in its expansion instead.
+RAW_ONLY = {"#define __device__\n", "#define CAT(a, b) a##b\n", "#include <cublas_v2.h>\n",
+            "#include <cudnn.h>\n", *UNDER_IF}  # fmt: skip
+
+
+@needs_cpp
+@pytest.mark.parametrize(("rule", "src"), [c for c in NATIVE + NATIVE_NEW if c[1] not in RAW_ONLY])
+def test_native_rule_after_preprocessing(rule: str, src: str) -> None:
+    assert rule in _preprocessed(src), src
+
+
+@needs_cpp
+@pytest.mark.parametrize("src", NATIVE_OK + NATIVE_OK_NEW)
+def test_native_allowlist_after_preprocessing(src: str) -> None:
+    assert _preprocessed(src) == set(), src
+
+
+def test_raw_only_cases_are_refused_as_written() -> None:
+    assert _native("#define __device__\n") == {"native-escape"}
+
+
+@needs_cpp
+def test_macros_only_cpp_can_read() -> None:
+    """A function-like macro and a command-line macro build names the raw scan cannot see."""
+    src = "#define NS(x) x\n" + _HOST.format("return NS(at)::cpu::mm(x, w);")
+    assert "aten-compute" not in _native(src)
+    assert "aten-compute" in _preprocessed(src)
+    flagged = _HOST.format("return KNS::cpu::addmm(x, w, w);")
+    assert "aten-compute" in _preprocessed(flagged, ["-DKNS=at"])
+
+
+def test_inline_asm_in_a_cpp_file_is_refused_anywhere() -> None:
+    """g++ builds main.cpp: no device code there, so `__device__` does not make asm legitimate."""
+    for src in (_HOST.format('asm("rdtsc"); return x;'), '__device__ void f() { asm("rdtsc"); }\n'):
+        assert {f.rule for f in check_native({"main.cpp": src}, False)} == {"native-escape"}
+
+
+@needs_cpp
+def test_findings_point_at_the_original_line_after_preprocessing() -> None:
+    src = "#include <torch/extension.h>\n/* a\n   comment */\n#define ID(f) f\n" + "\n" * 12
+    src += _HOST.format("return ID(at::cpu::mm)(x, w);")
+    line = src.count("\n") - 1
+    (f,) = check_native({"main.cpp": preprocess(src, [], cuda=False)}, False)
+    assert (f.rule, f.line) == ("aten-compute", line)
+    assert [g.line for g in check_native({"main.cpp": src}, False)] == [line]
+
+
+def _native_sources(path: Path) -> dict[str, str]:
+    return solution(path)[1]
+
+
+def _flags_for(path: Path) -> dict[str, list[str]]:
+    if path.is_dir():  # a CUDA Agent tree: the service builds it with its own flags
+        return {"extra_cflags": ["-O3"], "extra_cuda_cflags": ["-O3"]}
+    return load_inline_flags(path.read_text())
+
+
+def _preprocess_all(path: Path) -> dict[str, str]:
+    flags = _flags_for(path)
+    out = {}
+    for name, text in _native_sources(path).items():
+        cuda = name.endswith((".cu", ".cuh"))
+        out[name] = preprocess(text, flags["extra_cuda_cflags" if cuda else "extra_cflags"], cuda=cuda)
+    return out
+
+
+HONEST_NATIVE = [
+    *HONEST,
+    *sorted(EXAMPLES.glob("*/*/*_ok.py")),
+    EXAMPLES / "l2" / "gemm_bias_relu" / "cuda_agent",
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("path", HONEST_NATIVE, ids=_id)
+def test_honest_solution_has_no_findings_after_preprocessing(path: Path) -> None:
+    pre = _preprocess_all(path)
+    assert pre, "no C++/CUDA sources found"
+    assert check_native(pre, header(path).get("allow_vendor_libs") == "true") == []
+
+
+@needs_cpp
+@pytest.mark.parametrize(
+    "path", [p for p in STATIC if _native_sources(p) and "build-flag" not in header(p)["caught by"]], ids=_id
+)
+def test_native_exploit_is_caught_after_preprocessing(path: Path) -> None:
+    want = header(path)["caught by"].removeprefix("static:")
+    pre = _preprocess_all(path)
+    allow = header(path).get("allow_vendor_libs") == "true"
+    got = {f.rule for f in check_python(solution(path)[0]) + check_native(pre, allow)}
+    # A macro spelling ATen expands into it: the raw scan says native-escape, the preprocessed aten-compute.
+    assert want in got or (want == "native-escape" and "aten-compute" in got), got
 
 
 def test_generated_load_inline_sources_pass() -> None:
