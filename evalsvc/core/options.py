@@ -13,7 +13,13 @@ class EvalOptions(BaseModel):
     compile_baseline: bool = Field(True, description="also time torch.compile of the reference")
     timing_budget_s: float = Field(5.0, gt=0, le=120, description="time budget per timed subject")
     target_rel_ci: float = Field(0.01, gt=0, le=0.5)
-    timing_pool: int = Field(4, ge=1, le=16, description="distinct input sets rotated while timing")
+    timing_pool: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="input sets the runner must reproduce from their seeds (every timed call gets inputs "
+        "of its own, made from a fresh seed)",
+    )
     profile: bool = Field(
         False,
         description="after the timed runs: a profiler trace of the candidate and, where enabled, Nsight "

@@ -113,6 +113,12 @@ class Correctness(BaseModel):
     atol: float
     rtol: float
     relative_check: bool = Field(False, description="a norm-relative check was used (tiny-output task)")
+    arithmetic: str | None = Field(
+        None, description="the arithmetic the task allows (fp32 tasks: fp32, tf32, bf16 or any)"
+    )
+    arithmetic_checked: bool = Field(
+        False, description="the first trial's output was checked for reduced-precision inputs (precision.py)"
+    )
     max_abs_err: float | None = None
     max_rel_err: float | None = None
 

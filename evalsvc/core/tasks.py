@@ -23,6 +23,23 @@ class Precision(StrEnum):
     BF16 = "bf16"
 
 
+class Arithmetic(StrEnum):
+    """What arithmetic a candidate may use on an fp32 task (engine/precision.py checks it)."""
+
+    FP32 = "fp32"  # no reduced-precision inputs: bf16, fp16 and TF32 are refused
+    TF32 = "tf32"  # TF32 inputs allowed (tensor cores at TF32), bf16 and fp16 refused
+    BF16 = "bf16"  # bf16, fp16 and TF32 inputs allowed
+    ANY = "any"  # not checked: the tolerance alone decides
+
+    def allowed(self) -> frozenset[str]:
+        return {
+            Arithmetic.FP32: frozenset(),
+            Arithmetic.TF32: frozenset({"tf32"}),
+            Arithmetic.BF16: frozenset({"bf16", "fp16", "tf32"}),
+            Arithmetic.ANY: frozenset({"bf16", "fp16", "tf32"}),
+        }[self]
+
+
 class TaskMeta(BaseModel):
     """Per-task options; defaults follow CUDA Agent's verification settings."""
 
@@ -34,6 +51,17 @@ class TaskMeta(BaseModel):
     allow_vendor_libs: bool = Field(False, description="cuBLAS/cuDNN calls allowed in the candidate")
     compile_mode: str = Field("default", description="torch.compile mode of the baseline")
     relative_check: bool = Field(False, description="compare by norm-relative error (tiny outputs)")
+    arithmetic: Arithmetic | None = Field(
+        None,
+        description="on an fp32 task, what the candidate may compute with: fp32 (no bf16, fp16, TF32 inputs; "
+        "the default), tf32 (the default when tf32 is set), bf16 (all three), any (not checked)",
+    )
+
+    @property
+    def arithmetic_policy(self) -> Arithmetic:
+        if self.arithmetic is not None:
+            return self.arithmetic
+        return Arithmetic.TF32 if self.tf32 else Arithmetic.FP32
 
 
 class TaskSpec(BaseModel):
@@ -45,7 +73,8 @@ class TaskSpec(BaseModel):
 
     @property
     def id(self) -> str:
-        return "t_" + content_hash(self.source, self.meta.model_dump(mode="json"))
+        # Fields added with a None default leave the ids of tasks that do not set them as they were.
+        return "t_" + content_hash(self.source, self.meta.model_dump(mode="json", exclude_none=True))
 
     def check_syntax(self) -> None:
         """Refuse what can be refused without running the module."""

@@ -33,6 +33,7 @@ from evalsvc.core.results import (
     TrialCheck,
 )
 from evalsvc.core.stats import summarize
+from evalsvc.core.tasks import Arithmetic, Precision
 from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.commitment import output_tensors
@@ -51,6 +52,7 @@ from evalsvc.engine.judged_timing import (
 )
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.ncu import NcuProbe
+from evalsvc.engine.precision import ReferenceIn64, rounded_inputs
 from evalsvc.engine.profiling import nbytes, task_work
 from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph, method_name, rotating
@@ -430,9 +432,42 @@ class Judge:
             ref_out = self._reference(task, reference, inputs)
             reply = self._ask_made(handle, explicit, seeded, size)
         self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
+        if t == 0:
+            self._check_arithmetic(task, reference, inputs, ref_out, reply["output"], verdict)
         if repeat:
             again = self._ask_made(handle, explicit, seeded, size)
             self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
+
+    def _check_arithmetic(
+        self,
+        task: LoadedTask,
+        reference: torch.nn.Module,
+        inputs: list[Any],
+        ref_out: Any,
+        output: Any,
+        verdict: Verdict,
+    ) -> None:
+        """On an fp32 task: does the first trial's output show reduced-precision inputs the task does not
+        allow (precision.py)? A reference that cannot run in float64 leaves it unchecked, with a warning."""
+        meta = task.spec.meta
+        corr = verdict.correctness
+        assert corr is not None
+        policy = meta.arithmetic_policy
+        corr.arithmetic = policy.value if meta.precision is Precision.FP32 else meta.precision.value
+        if meta.precision is not Precision.FP32 or policy is Arithmetic.ANY:
+            return
+        try:
+            with self._host:
+                found = rounded_inputs(ReferenceIn64(reference), inputs, ref_out, output, policy.allowed())
+        except (RuntimeError, TypeError, ValueError) as e:
+            verdict.task_warnings.append(
+                f"arithmetic not checked: the reference does not run in float64 ({e})"[:300]
+            )
+            return
+        corr.arithmetic_checked = True
+        if found is not None:
+            corr.first_failure = 0
+            raise _Stop(Status.INCORRECT, f"trial 0: {found.message()}", rule="reduced_precision")
 
     def _check(
         self,

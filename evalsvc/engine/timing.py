@@ -146,6 +146,9 @@ class RoundPlan:
                 self._tail -= 1
             yield self.round_size()
 
+    def largest_round(self) -> int:
+        return max(1, self.policy.calls_per_sync + self.policy.extra_calls)
+
     def round_size(self) -> int:
         """`calls_per_sync` plus a random 0..`extra_calls`."""
         return max(1, self.policy.calls_per_sync + self.rng.randint(0, self.policy.extra_calls))
