@@ -1,7 +1,15 @@
-"""The compile job, run inside the sandbox: capture a solution's extension sources, build them with ninja.
+"""The compile jobs, run inside the sandbox, in two separate runs that share nothing:
 
-Invoked as `python -m evalsvc.build.entry JOB OUT`: JOB holds `spec.json` and `src/` (read-only),
-OUT receives `report.json` and `ext/<key>/<name>.so`. Everything it writes is treated as untrusted.
+- `python -m evalsvc.build.entry capture JOB OUT` imports a KernelBench solution (twice, with load_inline
+  intercepted) and writes the load_inline calls it makes to `OUT/capture.json`. This is the only job that
+  runs the candidate's Python; what it writes is the build's input, validated by the trusted side, never
+  evidence about a build.
+- `python -m evalsvc.build.entry build JOB OUT` builds the extensions the trusted side wrote to JOB (the
+  candidate's own translation units, and binding units we generated), with ninja, and writes each library
+  and each of the candidate's object files under `OUT/ext/<key>/`, and `OUT/report.json`. No candidate
+  code runs in it, only the compilers, on flags from an allowlist.
+
+JOB holds `spec.json` and `src/` (read-only); everything written to OUT is treated as untrusted.
 """
 
 from __future__ import annotations
@@ -18,10 +26,24 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evalsvc.build.diagnostics import excerpt, parse_diagnostics, parse_ptxas
-from evalsvc.build.inline import InlineCall, NotStatic, generated_sources, normalize_call
+from evalsvc.build.inline import InlineCall, NotStatic, normalize_call
 
 AGENT_ENV = Path(__file__).parent / "agent_env"
 REPORT_MAX_BYTES = 512 * 1024
+
+
+class ExtensionSpec(BaseModel):
+    """One library the trusted side asks the build job to make: paths are relative to JOB/src."""
+
+    key: str
+    name: str
+    own: list[str]  # the candidate's translation units: their objects are screened
+    binding: list[str]  # translation units we generated (the Python module definition)
+    include_dirs: list[str] = Field(default_factory=list)
+    cflags: list[str] = Field(default_factory=list)
+    cuda_cflags: list[str] = Field(default_factory=list)
+    ldflags: list[str] = Field(default_factory=list)
+    with_cuda: bool = False
 
 
 class JobSpec(BaseModel):
@@ -30,6 +52,16 @@ class JobSpec(BaseModel):
     cuda_arch: str = "90a"
     timeout_s: float = 300.0
     jobs: int | None = None
+    extensions: list[ExtensionSpec] = Field(default_factory=list)
+
+
+class CaptureReport(BaseModel):
+    """What the capture job says the solution asked load_inline for; validated by the trusted side."""
+
+    ok: bool
+    message: str | None = None
+    not_static: bool = False
+    calls: list[InlineCall] = Field(default_factory=list)
 
 
 class ExtensionReport(BaseModel):
@@ -41,11 +73,12 @@ class ExtensionReport(BaseModel):
     duration_s: float = 0.0
     light_headers: bool = False
     library: str | None = None
+    objects: list[str] = Field(default_factory=list)  # per own unit, in order: the object's path in OUT
     log: str = ""
 
 
 class BuildReport(BaseModel):
-    """What the compile job says about itself; validated again by the trusted side."""
+    """What the build job says about itself; validated again by the trusted side."""
 
     ok: bool
     stage: str
@@ -94,27 +127,26 @@ def capture_inline_calls(entry: Path) -> list[InlineCall]:
     return list(unique.values())
 
 
-def _build(
-    name: str,
-    key: str,
-    sources: list[Path],
-    cflags: list[str],
-    cuda_cflags: list[str],
-    ldflags: list[str],
-    includes: list[Path],
-    with_cuda: bool,
-    spec: JobSpec,
-    scratch: Path,
-    out: Path,
-) -> ExtensionReport:
+def object_name(source: str, with_cuda: bool) -> str:
+    """The object file torch's ninja writer makes for `source` (`x.cu` -> `x.cuda.o`, `x.cpp` -> `x.o`)."""
+    stem = Path(source).stem
+    return f"{stem}.cuda.o" if with_cuda and source.endswith(".cu") else f"{stem}.o"
+
+
+def _build_one(ext: ExtensionSpec, spec: JobSpec, src: Path, scratch: Path, out: Path) -> ExtensionReport:
     from evalsvc.build.ninja_build import ExtensionBuild, build_extension, cuda_arch_flags
 
-    if with_cuda:
-        cuda_cflags = [*cuda_cflags, *cuda_arch_flags(spec.cuda_arch), "--ptxas-options=-v"]
-    b = ExtensionBuild(
-        name, sources, scratch / "build" / key, cflags, cuda_cflags, ldflags, includes, with_cuda
-    )
-    originals = _lighten(sources) if with_cuda else {}
+    cuda_cflags = list(ext.cuda_cflags)
+    if ext.with_cuda:
+        cuda_cflags += [*cuda_arch_flags(spec.cuda_arch), "--ptxas-options=-v"]
+    # The bindings' objects first: where both hold a copy of an inline pybind11 function, the linker keeps
+    # the first one, so the candidate's (screened as dead code) never runs.
+    sources = [src / rel for rel in [*ext.binding, *ext.own]]
+    includes = [src / rel for rel in ext.include_dirs] + _pch_includes(ext.cflags)
+    build_dir = scratch / "build" / ext.key
+    flags = (ext.cflags, cuda_cflags, ext.ldflags)
+    b = ExtensionBuild(ext.name, sources, build_dir, *flags, includes, ext.with_cuda)
+    originals = _lighten([src / rel for rel in ext.own]) if ext.with_cuda else {}
     res = build_extension(b, spec.timeout_s, spec.jobs)
     light = bool(originals) and res.ok
     if originals and not res.ok and not res.timed_out:  # needs more of torch: build it as written
@@ -124,9 +156,9 @@ def _build(
         res = build_extension(b, max(1.0, spec.timeout_s - first), spec.jobs)
         res.duration_s += first
     rep = ExtensionReport(
-        key=key,
-        name=name,
-        with_cuda=with_cuda,
+        key=ext.key,
+        name=ext.name,
+        with_cuda=ext.with_cuda,
         ok=res.ok,
         timed_out=res.timed_out,
         duration_s=res.duration_s,
@@ -134,10 +166,13 @@ def _build(
         log=res.log[-200_000:],
     )
     if res.library is not None:
-        dest = out / "ext" / key
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(res.library, dest / f"{name}.so")
-        rep.library = f"ext/{key}/{name}.so"
+        dest = out / "ext" / ext.key
+        (dest / "obj").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(res.library, dest / f"{ext.name}.so")
+        rep.library = f"ext/{ext.key}/{ext.name}.so"
+        for i, rel in enumerate(ext.own):
+            shutil.copyfile(build_dir / object_name(rel, ext.with_cuda), dest / "obj" / f"{i}.o")
+            rep.objects.append(f"ext/{ext.key}/obj/{i}.o")
     return rep
 
 
@@ -170,102 +205,40 @@ def _pch_includes(extra_cflags: list[str]) -> list[Path]:
     return [d] if ready else []
 
 
-def build_kernelbench(spec: JobSpec, src: Path, scratch: Path, out: Path) -> BuildReport:
+def capture(spec: JobSpec, src: Path) -> CaptureReport:
     try:
         calls = capture_inline_calls(src / spec.entry)
     except NotStatic as e:
-        return BuildReport(ok=False, stage="capture", message=str(e), not_static=True)
+        return CaptureReport(ok=False, message=str(e), not_static=True)
     except BaseException as e:  # the solution's own import-time code failed
         tb = traceback.format_exception(type(e), e, e.__traceback__, limit=-3)
-        return BuildReport(
-            ok=False, stage="capture", message="importing the solution failed:\n" + "".join(tb)
-        )
+        return CaptureReport(ok=False, message="importing the solution failed:\n" + "".join(tb))
     if not calls:
-        return BuildReport(
-            ok=False, stage="capture", message="the solution calls no load_inline: nothing to build"
-        )
-    _write_sources(out, calls)
+        return CaptureReport(ok=False, message="the solution calls no load_inline: nothing to build")
+    return CaptureReport(ok=True, calls=calls)
+
+
+def build(spec: JobSpec, src: Path, scratch: Path, out: Path) -> BuildReport:
+    work = scratch / "src"  # writable: the light-header rewrite edits .cu files in place
+    shutil.copytree(src, work)
     reports = []
-    for call in calls:
-        gen_dir = scratch / "gen" / call.key
-        gen_dir.mkdir(parents=True, exist_ok=True)
-        sources = []
-        for fname, text in generated_sources(call).items():
-            (gen_dir / fname).write_text(text)
-            sources.append(gen_dir / fname)
-        reports.append(
-            _build(
-                call.name,
-                call.key,
-                sources,
-                call.extra_cflags,
-                call.extra_cuda_cflags,
-                call.extra_ldflags,
-                _pch_includes(call.extra_cflags),
-                call.uses_cuda,
-                spec,
-                scratch,
-                out,
-            )
-        )
+    for ext in spec.extensions:
+        reports.append(_build_one(ext, spec, work, scratch, out))
         if not reports[-1].ok:
             break
-    ok = all(r.ok for r in reports)
-    return BuildReport(ok=ok, stage="build", extensions=reports)
-
-
-def _write_sources(out: Path, calls: list[InlineCall]) -> None:
-    """The captured C++/CUDA text, as the solution passed it to load_inline, for the native checks."""
-    sources: dict[str, str] = {}
-    for call in calls:
-        if call.cpp_sources:
-            sources[f"{call.name}.cpp"] = "\n".join(call.cpp_sources)
-        if call.cuda_sources:
-            sources[f"{call.name}.cu"] = "\n".join(call.cuda_sources)
-    (out / "sources.json").write_text(json.dumps(sources))
-
-
-def build_cuda_agent(spec: JobSpec, src: Path, scratch: Path, out: Path) -> BuildReport:
-    work = scratch / "agent"
-    shutil.copytree(src, work)
-    for f in AGENT_ENV.iterdir():
-        shutil.copy2(f, work / f.name)
-    sources = sorted(
-        p
-        for p in [
-            *work.glob("*.cpp"),
-            *work.glob("*.cu"),
-            *(work / "kernels").glob("*.cpp"),
-            *(work / "kernels").glob("*.cu"),
-        ]
-    )
-    cflags = ["-O3"]  # CUDA Agent's -std=c++17 is gone: torch's headers now require C++20 (torch sets it)
-    rep = _build(
-        "cuda_extension",
-        "cuda_extension",
-        sources,
-        cflags,
-        ["-O3", "--use_fast_math"],
-        [],
-        [work, work / "kernels", *_pch_includes(cflags)],
-        True,
-        spec,
-        scratch,
-        out,
-    )
-    return BuildReport(ok=rep.ok, stage="build", extensions=[rep])
+    return BuildReport(ok=all(r.ok for r in reports), stage="build", extensions=reports)
 
 
 def main(argv: list[str]) -> int:
-    job, out = Path(argv[0]), Path(argv[1])
+    command, job, out = argv[0], Path(argv[1]), Path(argv[2])
     spec = JobSpec.model_validate_json((job / "spec.json").read_text())
     scratch = Path(os.environ.get("EVALSVC_SCRATCH") or os.environ.get("TMPDIR") or "/tmp") / "evalsvc-build"
     scratch.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(scratch / "torch_extensions"))
-    builder = build_cuda_agent if spec.format == "cuda_agent" else build_kernelbench
-    report = builder(spec, job / "src", scratch, out)
-    text = report.model_dump_json()
-    (out / "report.json").write_text(text)
+    if command == "capture":
+        (out / "capture.json").write_text(capture(spec, job / "src").model_dump_json())
+    else:
+        (out / "report.json").write_text(build(spec, job / "src", scratch, out).model_dump_json())
     return 0
 
 

@@ -56,11 +56,9 @@ class JudgedTiming(BaseModel):
         "call (measured on a null candidate before the candidate was imported)"
     )
     round_min_ms: float = Field(description="the fastest round's time per call on the judge's clock")
-    overhead_ms: float = Field(
-        description="the runner's own cost per call that was subtracted (null rounds: the median on a GPU, "
-        "the slowest on the CPU device)"
-    )
+    overhead_ms: float = Field(description="the runner's own cost per call (median over the null rounds)")
     overhead_min_ms: float = Field(description="the runner's own cost per call (fastest null round)")
+    overhead_max_ms: float = Field(0.0, description="the runner's own cost per call (slowest null round)")
     rounds: int
     calls_checked: int = Field(
         0, description="timed calls whose outputs were checked after their round (picked at random)"

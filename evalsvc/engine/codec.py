@@ -164,9 +164,13 @@ def receive(
     map_location: str | torch.device | None = None,
     timeout_s: float | None = None,
     arena: Arena | None = None,
+    in_place: bool = False,
 ) -> Any:
     """Read one message written by `send`; BadMessage for anything malformed, TimeoutError if a frame
-    does not arrive within `timeout_s` (the header's arrival is the caller's to wait for)."""
+    does not arrive within `timeout_s` (the header's arrival is the caller's to wait for). With `in_place`
+    (the runner reading the judge's messages) CPU tensors in the arena are views of it, not copies: the
+    judge writes nothing there until the runner has answered, and the runner can only spoil its own
+    inputs. The judge always copies what the runner wrote, which the runner could change afterwards."""
     head = decode(conn.recv_bytes())
     budget = [MAX_MESSAGE_BYTES]
     device = torch.device(map_location) if map_location is not None else None
@@ -178,7 +182,7 @@ def receive(
         if budget[0] < 0:
             raise BadMessage(f"message over {MAX_MESSAGE_BYTES} bytes")
         if "at" in marker:
-            raw = _from_arena(mapped, marker["at"], nbytes, device)
+            raw = _from_arena(mapped, marker["at"], nbytes, device, in_place)
         else:
             raw = _from_pipe(conn, nbytes, timeout_s, device)
         return raw.view(dtype).reshape(shape)
@@ -203,12 +207,16 @@ def _sized(marker: dict[str, Any]) -> tuple[torch.dtype, list[int], int]:
     return dtype, shape, math.prod(shape) * dtype.itemsize
 
 
-def _from_arena(mapped: mmap.mmap | None, at: Any, nbytes: int, device: torch.device | None) -> torch.Tensor:
-    """A copy of `nbytes` at offset `at`, bounds-checked against the mapping (the only read of them)."""
+def _from_arena(
+    mapped: mmap.mmap | None, at: Any, nbytes: int, device: torch.device | None, in_place: bool = False
+) -> torch.Tensor:
+    """A copy of `nbytes` at offset `at` (a view with `in_place`), bounds-checked against the mapping."""
     if mapped is None or type(at) is not int or at < 0 or nbytes <= 0 or at + nbytes > len(mapped):
         raise BadMessage(f"tensor at {str(at)[:40]} ({nbytes} bytes) is outside the shared arena")
     src = torch.frombuffer(mapped, dtype=torch.uint8, count=nbytes, offset=at)
-    return src.to(device) if device is not None and device.type != "cpu" else src.clone()
+    if device is not None and device.type != "cpu":
+        return src.to(device)
+    return src if in_place else src.clone()
 
 
 def _from_pipe(conn: Any, nbytes: int, timeout_s: float | None, device: torch.device | None) -> torch.Tensor:

@@ -40,21 +40,21 @@ def flat_bytes(t: torch.Tensor) -> torch.Tensor:
 
 def _digest_rows(b: torch.Tensor, size: int) -> torch.Tensor:
     """Digests of consecutive `size`-byte chunks of `b` (int64 on b's device): the sum of the chunk's
-    4-byte words, plus its leftover bytes. Integer sums cannot overflow or depend on the order of adding."""
+    8-byte words modulo 2**64, plus its leftover bytes. Integer sums modulo 2**64 do not depend on the
+    order of adding; one pass over the bytes (summing 4-byte words into int64 was 45x slower on the CPU)."""
     n = b.numel()
     full = n // size
     parts = []
     if full:
-        parts.append(b[: full * size].view(torch.int32).view(full, size // 4).sum(dim=1, dtype=torch.int64))
+        parts.append(b[: full * size].view(torch.int64).view(full, size // 8).sum(dim=1))
     if n > full * size:
         parts.append(_digest_tail(b[full * size :]).reshape(1))
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=b.device)
 
 
 def _digest_tail(b: torch.Tensor) -> torch.Tensor:
-    words = b.numel() // 4 * 4
-    total = b[:words].view(torch.int32).sum(dtype=torch.int64)
-    return total + b[words:].to(torch.int64).sum()
+    words = b.numel() // 8 * 8
+    return b[:words].view(torch.int64).sum() + b[words:].to(torch.int64).sum()
 
 
 def digests_on_device(t: torch.Tensor) -> torch.Tensor:

@@ -54,6 +54,7 @@ from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, Ru
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.precision import ReferenceIn64, rounded_inputs
 from evalsvc.engine.profiling import nbytes, task_work
+from evalsvc.engine.runner import cpu_device_threads
 from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure, measure_graph, method_name, rotating
 
@@ -111,6 +112,8 @@ class Judge:
         self, device: str, launcher: RunnerLauncher, baselines: BaselineCache, ncu: NcuProbe | None = None
     ) -> None:
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            cpu_device_threads()  # baselines timed like the candidate (runner.cpu_device_threads says why)
         self.launcher = launcher
         self.baselines = baselines
         self.ncu = ncu
@@ -553,7 +556,7 @@ class Judge:
     ) -> None:
         """The candidate's rounds, driven, clocked and spot-checked by the judge (judged_timing.py)."""
         try:
-            timed = time_candidate(rounds, policy, rng, overhead, self.device.type)
+            timed = time_candidate(rounds, policy, rng, overhead)
             timings.candidate = summarize(timed.samples_ms, method_name(self.device))
             timings.candidate_judged = timed.judged
             refuse_disagreement(timings.candidate.median_ms, timed.judged, self.device.type)

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# What forward may ask of ATen besides its own kernels: allocation, views, layout copies, metadata.
+# What forward may ask of ATen besides its own kernels: allocation, views, layout copies and casts (`to`,
+# whose kernels are copies), metadata; also what the object screen lets a candidate's objects import.
 ALLOWED_OPS = frozenset(
     {
         "_local_scalar_dense",
@@ -21,6 +22,7 @@ ALLOWED_OPS = frozenset(
         "_unsafe_view",
         "alias",
         "as_strided",
+        "chunk",
         "clone",
         "contiguous",
         "copy_",
@@ -29,9 +31,12 @@ ALLOWED_OPS = frozenset(
         "empty_like",
         "empty_strided",
         "expand",
+        "expand_as",
         "fill_",
+        "flatten",
         "full",
         "full_like",
+        "item",
         "lift_fresh",
         "narrow",
         "new_empty",
@@ -41,6 +46,7 @@ ALLOWED_OPS = frozenset(
         "ones_like",
         "permute",
         "reshape",
+        "reshape_as",
         "select",
         "slice",
         "split",
@@ -50,11 +56,14 @@ ALLOWED_OPS = frozenset(
         "sym_size",
         "sym_stride",
         "t",
+        "to",
         "transpose",
+        "type_as",
         "unbind",
         "unflatten",
         "unsqueeze",
         "view",
+        "view_as",
         "zero_",
         "zeros",
         "zeros_like",

@@ -66,7 +66,7 @@ def hostile_pipeline(cpu_settings: Settings):  # type: ignore[no-untyped-def]
     )
     before = set(settings.scratch_dir.glob("evalsvc-run-*"))  # other runs' leftovers are not this test's
     pipeline = make_local_pipeline(settings)
-    pipeline.compiler.screen = False  # the static checks would refuse most of these: test the sandboxes alone
+    pipeline.compiler.screens = frozenset()  # the screens refuse most of these: test the sandboxes alone
     pipeline.scratch_before = before  # type: ignore[attr-defined]
     return pipeline
 

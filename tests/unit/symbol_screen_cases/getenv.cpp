@@ -1,0 +1,4 @@
+// The environment.
+// expect: symbol-escape | getenv
+#include <cstdlib>
+const char* f() { return std::getenv("HOME"); }
