@@ -29,6 +29,7 @@ from evalsvc.build.entry import (
     REPORT_MAX_BYTES,
     BuildReport,
     CaptureReport,
+    ExtensionReport,
     ExtensionSpec,
     JobSpec,
     summarize,
@@ -250,34 +251,79 @@ class Compiler:
         start: float,
         allow_vendor_libs: bool,
     ) -> CompileOutcome:
-        spec = JobSpec(
-            format=solution.format.value,
-            entry=solution.entry,
-            cuda_arch=self.cuda_arch,
-            timeout_s=max(5.0, self.limits.wall_seconds - 10),
-            jobs=max(1, int(self.limits.cpus)),
-            extensions=plan.extensions,
-        )
-        run, out = self._run_job("build", root / "build", spec, plan.files, self.limits, with_pch=True)
-        duration = time.monotonic() - start
-        if run.timed_out:
-            report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
-            return CompileOutcome(
-                Status.TIMEOUT, report, None, [], f"compilation exceeded {self.limits.wall_seconds:.0f} s"
+        """Extensions built before (same sources, flags and toolchain, whichever solution asked) come from
+        the store; the rest from one build job."""
+        outputs: dict[str, tuple[ExtensionReport, Path]] = {}
+        for ext in plan.extensions:
+            if (found := self._built_before(ext, plan, root / "built-before" / ext.key)) is not None:
+                outputs[ext.key] = found
+        missing = [ext for ext in plan.extensions if ext.key not in outputs]
+        if missing:
+            spec = JobSpec(
+                format=solution.format.value,
+                entry=solution.entry,
+                cuda_arch=self.cuda_arch,
+                timeout_s=max(5.0, self.limits.wall_seconds - 10),
+                jobs=max(1, int(self.limits.cpus)),
+                extensions=missing,
             )
-        build = _read_model(out / "report.json", BuildReport, REPORT_MAX_BYTES * 8)
-        if (
-            build is None
-            or [e.key for e in build.extensions] != [e.key for e in plan.extensions][: len(build.extensions)]
-        ):
-            msg = (
-                "the compile job ran out of memory"
-                if run.oom_killed
-                else "the compile job ended without a report"
-            )
-            report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
-            return CompileOutcome(Status.COMPILE_ERROR, report, None, [], f"{msg} (exit {run.exit_code})")
-        return self._file(solution, key, plan, build, out, root, duration, allow_vendor_libs)
+            run, out = self._run_job("build", root / "build", spec, plan.files, self.limits, with_pch=True)
+            if run.timed_out:
+                report = CompileReport(
+                    ok=False, duration_s=time.monotonic() - start, log_excerpt=run.output[-4000:]
+                )
+                limit = f"compilation exceeded {self.limits.wall_seconds:.0f} s"
+                return CompileOutcome(Status.TIMEOUT, report, None, [], limit)
+            build = _read_model(out / "report.json", BuildReport, REPORT_MAX_BYTES * 8)
+            if (
+                build is None
+                or [e.key for e in build.extensions] != [e.key for e in missing][: len(build.extensions)]
+            ):
+                msg = (
+                    "the compile job ran out of memory"
+                    if run.oom_killed
+                    else "the compile job ended without a report"
+                )
+                report = CompileReport(
+                    ok=False, duration_s=time.monotonic() - start, log_excerpt=run.output[-4000:]
+                )
+                return CompileOutcome(Status.COMPILE_ERROR, report, None, [], f"{msg} (exit {run.exit_code})")
+            for ext, rep in zip(missing, build.extensions, strict=False):
+                outputs[ext.key] = (rep, out)
+                if rep.ok and not rep.timed_out:
+                    self._keep_built(ext, plan, rep, out, root / "keep" / ext.key)
+        reports = [outputs[ext.key][0] for ext in plan.extensions if ext.key in outputs]
+        ok = len(reports) == len(plan.extensions) and all(r.ok for r in reports)
+        build = BuildReport(ok=ok, stage="build", extensions=reports)
+        dirs = {k: d for k, (_, d) in outputs.items()}
+        return self._file(solution, key, plan, build, dirs, root, time.monotonic() - start, allow_vendor_libs)
+
+    def _extension_key(self, ext: ExtensionSpec, plan: BuildPlan) -> str:
+        """What decides one extension's build: its spec, the text of every file it compiles (and, with
+        include directories, every file it could include), the toolchain, the target and the recipe."""
+        files = plan.files if ext.include_dirs else {r: plan.files[r] for r in [*ext.own, *ext.binding]}
+        spec = ext.model_dump(mode="json")
+        return "x_" + content_hash(spec, files, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
+
+    def _built_before(
+        self, ext: ExtensionSpec, plan: BuildPlan, where: Path
+    ) -> tuple[ExtensionReport, Path] | None:
+        if not self.store.fetch(self._extension_key(ext, plan), where):
+            return None
+        rep = _read_model(where / "report.json", ExtensionReport, REPORT_MAX_BYTES * 8)
+        return (rep, where) if rep is not None and rep.ok and rep.key == ext.key else None
+
+    def _keep_built(
+        self, ext: ExtensionSpec, plan: BuildPlan, rep: ExtensionReport, out: Path, where: Path
+    ) -> None:
+        """One built extension (library, the candidate's objects, its report) into the store, laid out as
+        the build job's OUT is, so that a later solution asking for the same build copies it alike."""
+        src = out / "ext" / ext.key
+        if not src.is_dir() or src.is_symlink():
+            return
+        shutil.copytree(src, where / "ext" / ext.key, symlinks=True)
+        (where / "report.json").write_text(rep.model_dump_json())
+        self.store.put(self._extension_key(ext, plan), where)
 
     def _file(
         self,
@@ -285,7 +331,7 @@ class Compiler:
         key: str,
         plan: BuildPlan,
         build: BuildReport,
-        out: Path,
+        outs: dict[str, Path],
         root: Path,
         duration: float,
         allow_vendor_libs: bool,
@@ -304,7 +350,7 @@ class Compiler:
         extensions: dict[str, str] = {}
         objects: dict[str, str] = {}
         for spec, ext in zip(plan.extensions, build.extensions, strict=False):
-            copied = _copy_outputs(spec, ext, out, artifact, plan) if ext.ok else None
+            copied = _copy_outputs(spec, ext, outs[spec.key], artifact, plan) if ext.ok else None
             if copied is None:
                 continue
             extensions[ext.key] = copied[0]

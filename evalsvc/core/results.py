@@ -63,6 +63,12 @@ class JudgedTiming(BaseModel):
     calls_checked: int = Field(
         0, description="timed calls whose outputs were checked after their round (picked at random)"
     )
+    library_share: float | None = Field(
+        None,
+        description="CPU device: share of the candidate's sampled CPU time per call spent in libraries or "
+        "generated code beyond the runner's own (perf sampling by the judge); over 0.5 is library_compute",
+    )
+    sampled: int | None = Field(None, description="CPU device: samples behind library_share")
 
 
 class Timings(BaseModel):

@@ -6,6 +6,7 @@ The reference's outputs never leave this process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
@@ -38,6 +39,7 @@ from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.commitment import output_tensors
 from evalsvc.engine.compare import compare
+from evalsvc.engine.cpu_attribution import Attribution, CpuSampler, FileId, SamplerError, file_identity
 from evalsvc.engine.device_info import device_name
 from evalsvc.engine.gpu_schedule import GpuSchedule
 from evalsvc.engine.hardware import task_roofline
@@ -47,7 +49,9 @@ from evalsvc.engine.judged_timing import (
     TimingRefused,
     as_check,
     calibrate,
+    library_excess,
     refuse_disagreement,
+    refuse_library_compute,
     time_candidate,
 )
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
@@ -187,7 +191,10 @@ class Judge:
                 rng,
                 seeded=handle.makes_inputs and self.seeded_inputs,
             )
-            with self.quiet(meta.tf32):
+            own_libraries = {
+                i for p in (handle.scratch / "artifact").rglob("*.so") if (i := file_identity(str(p)))
+            }
+            with self.quiet(meta.tf32), self._attributed(handle) as null_time:
                 overhead = self._calibrate(rounds, policy, rng)
             self.gpu.let_timing_pass()
             self._load(handle, task, reference, meta.tf32)
@@ -196,8 +203,9 @@ class Judge:
                 first = t == 0
                 self.gpu.let_timing_pass()
                 self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
-            with self.quiet(meta.tf32):
+            with self.quiet(meta.tf32), self._attributed(handle) as candidate_time:
                 self._time_candidate(rounds, policy, rng, overhead, verdict.timings)
+            self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 with self.quiet(meta.tf32):
@@ -545,6 +553,49 @@ class Judge:
             raise _Stop(
                 Status.INTERNAL_ERROR, f"calibrating the runner failed: {e}", failure=FailureKind.WORKER_ERROR
             ) from None
+
+    @contextmanager
+    def _attributed(self, handle: RunnerHandle) -> Iterator[list[Attribution]]:
+        """On the CPU device, where the runner's CPU time goes meanwhile, as the kernel samples it
+        (cpu_attribution.py); nothing where it cannot be sampled (a GPU, no perf events)."""
+        found: list[Attribution] = []
+        if self.device.type != "cpu" or handle.proc.pid is None:
+            yield found
+            return
+        sampler = CpuSampler(handle.proc.pid)
+        try:
+            sampler.start()
+        except SamplerError as e:
+            log.warning("runner not sampled: %s", e)
+            sampler.close()
+            yield found
+            return
+        try:
+            yield found
+        finally:
+            with contextlib.suppress(SamplerError):
+                found.append(sampler.stop())
+            sampler.close()
+
+    def _where_time_went(
+        self,
+        null: list[Attribution],
+        candidate: list[Attribution],
+        calls: dict[str, int],
+        own: set[FileId],
+        timings: Timings,
+    ) -> None:
+        """A candidate whose CPU time per call ran mostly in libraries (MKL inside libtorch_cpu, found by
+        walking memory with no import to screen) or generated code is refused (`library_compute`)."""
+        if not null or not candidate or timings.candidate_judged is None:
+            return
+        excess = library_excess(null[0], calls.get("null", 0), candidate[0], calls.get("candidate", 0), own)
+        timings.candidate_judged.library_share = excess
+        timings.candidate_judged.sampled = candidate[0].samples
+        try:
+            refuse_library_compute(excess, candidate[0])
+        except TimingRefused as e:
+            raise _Stop(Status(e.status), str(e), rule=e.rule) from None
 
     def _time_candidate(
         self,

@@ -29,6 +29,7 @@ import torch
 from evalsvc.core.results import JudgedTiming
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, output_tensors
 from evalsvc.engine.compare import compare
+from evalsvc.engine.cpu_attribution import Attribution, FileId, library_share
 from evalsvc.engine.timing import RoundPlan, TimingPolicy
 
 NULL_ROUNDS = 4
@@ -99,8 +100,10 @@ class RoundRunner:
         self.rng = rng
         self.seeded = seeded
         self.checked_calls = 0
+        self.calls: dict[str, int] = {}  # per subject, warm-up rounds included (what a sampler saw)
 
     def run(self, subject: str, calls: int) -> RoundAnswer:
+        self.calls[subject] = self.calls.get(subject, 0) + calls
         seeds = [self.rng.getrandbits(62) for _ in range(calls)]
         msg: dict[str, Any] = {"op": "round", "subject": subject}
         sent: list[list[Any]] = []
@@ -239,6 +242,37 @@ def refuse_disagreement(median_ms: float, judged: JudgedTiming, device_type: str
             f"{judged.per_call_ms * 1e3:.1f} µs per call (after the runner's own "
             f"{judged.overhead_ms * 1e3:.1f} µs): the reported times are not believed",
             "timing_unconfirmed",
+        )
+
+
+LIBRARY_SHARE_LIMIT = 0.5  # of the candidate's CPU time per timed call, beyond the null candidate's
+MIN_ATTRIBUTED_SAMPLES = 50
+
+
+def library_excess(
+    null: Attribution, null_calls: int, cand: Attribution, cand_calls: int, own: set[FileId]
+) -> float:
+    """The share of the candidate's sampled CPU time per call that ran in libraries (code in no file
+    counted too), beyond what the runner's own work ran there per call of the null candidate."""
+
+    def library_per_call(a: Attribution, calls: int) -> float:
+        return a.samples * library_share(a, set(), own_identities=own, count_anonymous=True) / max(1, calls)
+
+    per_call = cand.samples / max(1, cand_calls)
+    if per_call <= 0:
+        return 0.0
+    return max(0.0, library_per_call(cand, cand_calls) - library_per_call(null, null_calls)) / per_call
+
+
+def refuse_library_compute(excess: float, cand: Attribution) -> None:
+    if cand.samples >= MIN_ATTRIBUTED_SAMPLES and excess > LIBRARY_SHARE_LIMIT:
+        top = sorted(cand.by_file.items(), key=lambda kv: -kv[1])[:3]
+        where = ", ".join(f"{name.rsplit('/', 1)[-1]} {n / cand.samples:.0%}" for name, n in top)
+        raise TimingRefused(
+            "forbidden",
+            f"{excess:.0%} of the candidate's CPU time per timed call ran in libraries or generated code, "
+            f"not its own (sampled time by file: {where}): the kernel must be the solution's own",
+            "library_compute",
         )
 
 

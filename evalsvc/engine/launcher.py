@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import multiprocessing as mp
 import os
@@ -62,6 +63,7 @@ class RunnerHandle:
         arena: Arena | None,
         uid: int,
         on_close: Callable[[int], None] | None = None,
+        isolated: bool = False,
     ) -> None:
         self.proc = proc
         self.conn = conn
@@ -70,6 +72,7 @@ class RunnerHandle:
         self.arena = arena
         self.uid = uid
         self._on_close = on_close  # hands the uid back to the launcher once the process is gone
+        self.isolated = isolated  # it runs as `uid`, which no other live process has
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
         self.closed = False
@@ -138,6 +141,8 @@ class RunnerHandle:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.proc.join(timeout=10)
+        if self.isolated:
+            kill_uid(self.uid)  # anything the runner started that left its process group
 
     def close(self) -> None:
         """Stop the runner and hand its uid back (idempotent)."""
@@ -154,6 +159,68 @@ class RunnerHandle:
         shutil.rmtree(self.scratch, ignore_errors=True)
         if self._on_close is not None:
             self._on_close(self.uid)
+
+
+class UidLocks:
+    """Host-wide ownership of runner uids: an exclusive flock on one file per uid, held while a runner (or
+    the Nsight target) of this launcher may run under it; released by the kernel if this process dies."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or Path(tempfile.gettempdir()) / "evalsvc-runner-uids"
+        self.directory.mkdir(mode=0o700, exist_ok=True)
+        self._held: dict[int, int] = {}
+
+    def hold(self, uid: int) -> bool:
+        fd = os.open(self.directory / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._held[uid] = fd
+        return True
+
+    def release(self, uid: int) -> None:
+        fd = self._held.pop(uid, None)
+        if fd is not None:
+            os.close(fd)  # closing drops the lock
+
+    def __del__(self) -> None:  # a launcher dropped without close(): its uids go back to the host
+        for uid in list(self._held):
+            self.release(uid)
+
+
+def kill_uid(uid: int, rounds: int = 5) -> int:
+    """SIGKILL every process running as `uid` (a runner's uid is its own while it lives, so whatever still
+    runs under it after the runner is gone escaped the process-group kill: a forked child in a session of
+    its own, which could slow the baselines timed next or signal the next runner). Returns how many."""
+    killed = 0
+    for _ in range(rounds):
+        found = [pid for pid in _pids() if _real_uid(pid) == uid]
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        killed += len(found)
+        if not found:
+            break
+    if killed:
+        log.warning("killed %d leftover process(es) of runner uid %d", killed, uid)
+    return killed
+
+
+def _pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def _real_uid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 class RunnerLauncher:
@@ -186,6 +253,7 @@ class RunnerLauncher:
         self.keep_spare = True  # the GPU worker benchmark turns it off to compare
         self._spares: deque[RunnerHandle] = deque()  # oldest first
         self._free_uids: deque[int] = deque(self.uids)  # freed longest ago first
+        self._uid_locks = UidLocks()
         self._lock = threading.Lock()
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(PRELOAD)
@@ -215,7 +283,11 @@ class RunnerLauncher:
             with self._lock:  # spares take only uids no evaluation in flight needs
                 if len(self._spares) >= self.SPARES or len(self._free_uids) <= self.SPARES:
                     return
-            spare = self._spawn()
+            try:
+                spare = self._spawn()
+            except RuntimeError as e:  # other launchers on this host hold the uids: start runners when asked
+                log.warning("no spare runner: %s", e)
+                return
             with self._lock:
                 self._spares.append(spare)
 
@@ -253,18 +325,28 @@ class RunnerLauncher:
             self._free_uid(uid)
 
     def _take_uid(self) -> int:
+        """The free uid freed longest ago that no other launcher on this host holds (a lock file per uid:
+        two workers or a worker and a CLI on one host would otherwise hand one uid to two live runners)."""
         with self._lock:
-            if not self._free_uids:
-                raise RuntimeError(f"all {RUNNER_UIDS} runner uids of {self.device} are in use")
-            return self._free_uids.popleft()
+            for _ in range(len(self._free_uids)):
+                uid = self._free_uids.popleft()
+                if self.isolate and not self._uid_locks.hold(uid):
+                    self._free_uids.append(uid)
+                    continue
+                return uid
+            raise RuntimeError(f"all {RUNNER_UIDS} runner uids of {self.device} are in use")
 
     def _free_uid(self, uid: int) -> None:
         with self._lock:
+            if self.isolate:
+                self._uid_locks.release(uid)
             self._free_uids.append(uid)
 
     def _spawn(self) -> RunnerHandle:
-        """A new runner under the uid freed longest ago."""
+        """A new runner under the uid freed longest ago (anything still running under it killed first)."""
         uid = self._take_uid()
+        if self.isolate:
+            kill_uid(uid)
         try:
             scratch = Path(tempfile.mkdtemp(prefix="evalsvc-run-", dir=self.scratch_root))
             parent, child = self._ctx.Pipe(duplex=True)
@@ -283,4 +365,4 @@ class RunnerLauncher:
             self._free_uid(uid)
             raise
         child.close()
-        return RunnerHandle(proc, parent, scratch, self.device, arena, uid, self._free_uid)
+        return RunnerHandle(proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate)

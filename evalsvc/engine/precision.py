@@ -2,11 +2,14 @@
 lower precision (bf16, fp16 or TF32 on the GPU's matrix units) on a task that asks for fp32?
 
 A tolerance cannot tell: on a GEMM of normal inputs, bf16 inputs give errors near 1e-3, inside the usual
-atol=rtol=1e-2. Reduced-precision inputs leave a signature instead: the candidate's output then agrees with
-the reference computed (in float64) on inputs rounded to that precision far better than with the exact
-reference. Honest fp32 arithmetic (any summation order, fused multiply-add, blocked reductions) sits close
-to the exact reference and no closer to a rounded one; an approximate function (tanh.approx, fast-math
-exp) is off both alike. Checked on one trial, in the judge, with the reference's own module in float64.
+atol=rtol=1e-2. Reduced-precision inputs leave a signature instead: the candidate's deviation from the exact
+result (the reference in float64) points the way rounding its inputs moves the result, even where only
+part of the work was rounded (a red-team kernel rounded every other block of K to bf16 and passed a test
+of whole-tensor matches). Honest fp32 arithmetic (any summation order, fused multiply-add, blocked
+reductions) stays as close to the exact result as float32 gets; an approximate function (tanh.approx,
+fast-math exp) is off it in a direction unrelated to any rounding of the inputs. Checked on one trial, in
+the judge, with the reference's own module in float64. Not caught: rounding that is not to nearest in a
+way uncorrelated with it (stochastic rounding), which no tensor core offers for speed.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ import torch
 
 from evalsvc.engine.commitment import output_tensors
 
-# How much closer to a rounded reference than to the exact one an output must be to be called rounded,
-# and how far off the exact reference (in units of float32's own error there) before that is asked.
-CLOSER = 8.0
+# An output that sits well off the exact result (OFF_BY times float32's own error there) and whose
+# deviation follows the effect of rounding the inputs to a precision (cosine at least MIN_CORRELATION,
+# carrying at least MIN_SHARE of that effect) computes with inputs of that precision, in all or in part.
+# Honest float32 errors and approximate functions are not correlated with a rounding's effect.
 OFF_BY = 16.0
+MIN_CORRELATION = 0.3
+MIN_SHARE = 0.2
 EPS32 = 2.0**-24
 
 
@@ -45,14 +51,15 @@ class PrecisionFinding:
     precision: str
     rounded: str  # which inputs were rounded: "inputs and parameters", "input 0", "parameters"
     error_exact: float  # relative L2 error against the exact reference
-    error_rounded: float  # against the reference on rounded inputs
+    share: float  # of the rounding's effect that the output carries
+    correlation: float
 
     def message(self) -> str:
         return (
-            f"the output matches the reference computed on {self.rounded} rounded to {self.precision} "
-            f"(relative error {self.error_rounded:.2g}) far better than the exact reference "
-            f"({self.error_exact:.2g}): the kernel computes with {self.precision} inputs, and this task asks "
-            "for fp32 arithmetic (task meta `arithmetic` says what a task allows)"
+            f"the output is off the exact result (relative error {self.error_exact:.2g}) in the direction of "
+            f"{self.rounded} rounded to {self.precision} (cosine {self.correlation:.2f}, about "
+            f"{min(self.share, 1.0):.0%} of that rounding's effect): the kernel computes with "
+            f"{self.precision} inputs, and this task asks for fp32 arithmetic (task meta `arithmetic`)"
         )
 
 
@@ -104,7 +111,7 @@ def rounded_inputs(
     allowed: frozenset[str],
 ) -> PrecisionFinding | None:
     """The precision whose rounding of the inputs (all floating inputs and parameters, one input, or the
-    parameters alone) explains the candidate's output, or None. `reference_out` is the float32 reference's
+    parameters alone) the candidate's output carries, or None. `reference_out` is the float32 reference's
     output on `inputs`: its distance from the float64 one is float32's own error on this task."""
     cand = [t for t in output_tensors(candidate_out) if t.is_floating_point()]
     ref32 = [t for t in output_tensors(reference_out) if t.is_floating_point()]
@@ -115,23 +122,34 @@ def rounded_inputs(
     own_error = max(_rel_error(ref32, exact), EPS32)
     if error_exact <= OFF_BY * own_error:
         return None  # as close to the exact result as float32 itself gets here
-    fits = {p: _best_fit(ref64, inputs, cand, p) for p in ROUNDINGS}
-    best = min(fits, key=lambda p: fits[p][1])
-    rounded, error_rounded = fits[best]
-    if error_rounded * CLOSER >= error_exact:
+    deviation = _flat(cand, exact)
+    fits = {p: _best_fit(ref64, inputs, deviation, p) for p in ROUNDINGS}
+    best = max(fits, key=lambda p: fits[p].correlation)
+    fit = fits[best]
+    if fit.share < MIN_SHARE or fit.correlation < MIN_CORRELATION:
         return None
     # fp16 and TF32 keep the same 10-bit mantissa: name every precision that fits as well as the best one,
     # and pass when one of them is allowed.
-    alike = [p for p in ROUNDINGS if fits[p][1] <= 2 * error_rounded]
+    alike = [p for p in ROUNDINGS if fits[p].correlation >= fit.correlation - 0.1]
     if any(p in allowed for p in alike):
         return None
-    return PrecisionFinding(" or ".join(alike), rounded, error_exact, error_rounded)
+    return PrecisionFinding(" or ".join(alike), fit.rounded, error_exact, fit.share, fit.correlation)
 
 
-def _best_fit(
-    ref64: ReferenceIn64, inputs: list[Any], cand: list[torch.Tensor], precision: str
-) -> tuple[str, float]:
-    """Which rounding of the inputs to `precision` explains `cand` best, and its relative error."""
+@dataclass(frozen=True)
+class _Fit:
+    rounded: str
+    share: float  # how much of the rounding's effect the deviation carries (1: all of it)
+    correlation: float  # cosine between the deviation and the rounding's effect
+
+
+def _flat(a: list[torch.Tensor], b: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([(x.double() - y.double()).reshape(-1) for x, y in zip(a, b, strict=True)])
+
+
+def _best_fit(ref64: ReferenceIn64, inputs: list[Any], deviation: torch.Tensor, precision: str) -> _Fit:
+    """Which rounding of the inputs to `precision` the deviation from the exact result follows best: its
+    projection on the rounding's own effect (rounded reference minus exact), as a share and a cosine."""
     rounding = ROUNDINGS[precision]
     floating = [i for i, x in enumerate(inputs) if _floating(x)]
     variants: list[tuple[str, torch.nn.Module, list[int]]] = [
@@ -141,8 +159,15 @@ def _best_fit(
         variants += [(f"input {i}", ref64.exact, [i]) for i in floating]
     if ref64.has_parameters():
         variants.append(("parameters", ref64.with_rounded_parameters(precision), []))
-    fits = []
+    exact = _run(ref64.exact, inputs)
+    fits = [_Fit("", 0.0, 0.0)]
     for rounded, model, which in variants:
         args = [rounding(x) if i in which else x for i, x in enumerate(inputs)]
-        fits.append((rounded, _rel_error(cand, _run(model, args))))
-    return min(fits, key=lambda f: f[1])
+        effect = _flat(_run(model, args), exact)
+        norm = float(torch.linalg.vector_norm(effect))
+        if norm == 0.0:
+            continue  # inputs already exact at this precision: nothing to tell apart
+        dot = float(torch.dot(deviation, effect))
+        cosine = dot / (norm * max(float(torch.linalg.vector_norm(deviation)), 1e-300))
+        fits.append(_Fit(rounded, dot / norm**2, cosine))
+    return max(fits, key=lambda f: f.correlation)

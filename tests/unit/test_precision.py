@@ -101,6 +101,22 @@ def test_a_reduction_in_bf16_is_named_and_fp32_accumulation_is_not() -> None:
     assert found is not None and found.precision == "bf16"
 
 
+def test_rounding_half_of_the_k_blocks_is_named() -> None:
+    """The red team's bf16_half_blocks: every other 128-wide block of K on bf16 operands."""
+    model = GemmBiasRelu().eval()
+    x, w = torch.randn(64, 512), model.fc.weight.detach()
+    r = ROUNDINGS["bf16"]
+    acc = model.fc.bias.detach().double().expand(64, 256).clone()
+    for k in range(0, 512, 128):
+        xs, ws = x[:, k : k + 128], w[:, k : k + 128]
+        if (k // 128) % 2 == 0:
+            xs, ws = r(xs), r(ws)
+        acc += xs.double() @ ws.double().T
+    found = _check(model, [x], torch.relu(acc).float())
+    assert found is not None and found.precision == "bf16", found
+    assert 0.3 < found.share < 0.7
+
+
 def test_an_approximate_function_is_not_called_reduced_precision() -> None:
     x = torch.randn(64, 1024) * 3
     inner = 0.7978845608028654 * (x + 0.044715 * x**3)
