@@ -7,6 +7,7 @@ result, nothing was written outside scratch, and the next honest submission stil
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import threading
@@ -62,7 +63,7 @@ def hostile_pipeline(cpu_settings: Settings):  # type: ignore[no-untyped-def]
     from evalsvc.wiring import make_local_pipeline
 
     settings = cpu_settings.model_copy(
-        update={"compile_timeout_s": 45.0, "runner_call_timeout_s": 15.0, "runner_memory_bytes": 4 * 1024**3}
+        update={"compile_timeout_s": 90.0, "runner_call_timeout_s": 15.0, "runner_memory_bytes": 4 * 1024**3}
     )
     before = set(settings.scratch_dir.glob("evalsvc-run-*"))  # other runs' leftovers are not this test's
     pipeline = make_local_pipeline(settings)
@@ -104,9 +105,28 @@ def test_hostile_submission(hostile_pipeline, planted: str, listener: Listener, 
     assert listener.received == []
     if result.compile is not None and len(result.compile.log_excerpt) > 0:
         assert len(result.compile.log_excerpt) <= 4000
+    assert _orphans() == []  # nothing the candidate started outlives its runner
     honest = read_solution(CORPUS.parents[1].parent / "evalsvc/examples/l1/relu/cpu_ok.py")
     follow_up = hostile_pipeline.evaluate(task, honest, OPTS)
     assert follow_up.status is Status.OK, follow_up.message
+
+
+def _orphans() -> list[int]:
+    """Processes under a CPU-device runner uid whose parent is gone (reparented): a live runner's parent
+    is the forkserver."""
+    from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
+
+    uids = {runner_uid("cpu", slot) for slot in range(RUNNER_UIDS)}
+    found = []
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if int(fields.get("Uid", "0").split()[0]) in uids and fields.get("PPid", "").strip() == "1":
+            found.append(pid)
+    return found
 
 
 def test_path_traversal_in_file_names_is_refused() -> None:
