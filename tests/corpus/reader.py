@@ -8,6 +8,8 @@ from evalsvc.cli_files import read_task
 from evalsvc.core.tasks import TaskSpec
 
 CORPUS = Path(__file__).parent
+# The compile stage's screens as an entry's `screens:` header names them (default on).
+SCREENS = {"on": frozenset({"sources", "objects"}), "off": frozenset(), "objects": frozenset({"objects"})}
 ROOT = CORPUS.parents[1]
 EXAMPLES = ROOT / "evalsvc" / "examples"
 
