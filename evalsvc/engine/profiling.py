@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ import torch
 from evalsvc.core.profiles import KernelStat, KernelTrace, OpStat, TaskWork
 
 TOP = 10
+RUN_MARK = "ProfilerStep#"  # one marker per profiled call; the runtime filter below leaves it out
 _RUNTIME = re.compile(
     r"^(cuda[A-Z]|cu[A-Z]|ProfilerStep|Torch-Compiled Region|TorchDynamo|Pregraph|AOTDispatcher)"
 )
@@ -53,7 +55,7 @@ def trace_calls(
     fn: Callable[..., Any], inputs: Sequence[Any], device: torch.device, runs: int = 3
 ) -> KernelTrace:
     """Profile `runs` calls of `fn(*inputs)` after one warm-up call."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     cuda = device.type == "cuda"
     with torch.no_grad():
@@ -62,15 +64,18 @@ def trace_calls(
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         with profile(activities=activities, record_shapes=True) as prof:
             walls = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                fn(*inputs)
-                _sync(device)
-                walls.append(time.perf_counter() - start)
+            for i in range(runs):
+                with record_function(f"{RUN_MARK}{i}"):
+                    start = time.perf_counter()
+                    fn(*inputs)
+                    _sync(device)
+                    walls.append(time.perf_counter() - start)
         # The fastest call: one preempted call on a busy host would otherwise show up as time outside
         # the operators (53% of a small GEMM's in one CI run on the 2-core machine).
         wall_us = min(walls) * 1e6
-    trace = KernelTrace(runs=runs, operators=_operators(prof, cuda, runs))
+    trace = KernelTrace(
+        runs=runs, operators=_device_operators(prof, runs) if cuda else _cpu_operators(prof, runs)
+    )
     if cuda:
         _kernels(prof, runs, trace)
     else:
@@ -91,23 +96,53 @@ def _own_code(trace: KernelTrace, wall_us: float) -> None:
     trace.operators.sort(key=lambda o: -o.time_us)
 
 
-def _operators(prof: Any, cuda: bool, runs: int) -> list[OpStat]:
+def _op_name(key: str) -> str:
+    return "inductor graph (its own kernels)" if key.startswith("## Call CompiledFxGraph") else key
+
+
+def _shapes(input_shapes: Any) -> str:
+    return ", ".join(str(s) for s in (input_shapes or []) if s)
+
+
+def _device_operators(prof: Any, runs: int) -> list[OpStat]:
     rows = []
     for e in prof.key_averages(group_by_input_shape=True):
         if _RUNTIME.match(e.key):  # CUDA runtime/driver calls and profiler markers, not operators
             continue
-        if cuda:
-            us = getattr(e, "self_device_time_total", None)
-            if us is None:
-                us = getattr(e, "self_cuda_time_total", 0.0)
-        else:
-            us = e.self_cpu_time_total
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0.0)
         if us > 0:
-            shapes = ", ".join(str(s) for s in (e.input_shapes or []) if s)
-            name = (
-                "inductor graph (its own kernels)" if e.key.startswith("## Call CompiledFxGraph") else e.key
+            rows.append(
+                (float(us) / runs, _op_name(e.key), _shapes(e.input_shapes), int(e.count) // runs or 1)
             )
-            rows.append((float(us) / runs, name, shapes, int(e.count) // runs or 1))
+    return _ranked(rows)
+
+
+def _cpu_operators(prof: Any, runs: int) -> list[OpStat]:
+    """Each operator's CPU time per call is its median over the runs: on a busy host one preempted run
+    would otherwise rank a view op (aten::t, 90% in one CI run) above the GEMM."""
+    events = list(prof.events())
+    marks = [e for e in events if e.name.startswith("ProfilerStep")]  # torch renames it ProfilerStep*
+    per_run: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(lambda: [(0.0, 0)] * len(marks))
+    for e in events:
+        if _RUNTIME.match(e.name) or e.self_cpu_time_total <= 0:
+            continue
+        for r, m in enumerate(marks):
+            if m.time_range.start <= e.time_range.start and e.time_range.end <= m.time_range.end:
+                key = (_op_name(e.name), _shapes(e.input_shapes))
+                us, n = per_run[key][r]
+                per_run[key][r] = (us + e.self_cpu_time_total, n + 1)
+                break
+    rows = []
+    for (name, shapes), samples in per_run.items():
+        us = statistics.median(s[0] for s in samples)
+        if us > 0:
+            rows.append((float(us), name, shapes, round(statistics.median(s[1] for s in samples)) or 1))
+    return _ranked(rows)
+
+
+def _ranked(rows: list[tuple[float, str, str, int]]) -> list[OpStat]:
     total = sum(r[0] for r in rows) or 1.0
     rows.sort(key=lambda r: -r[0])
     return [
