@@ -69,6 +69,17 @@ class JudgedTiming(BaseModel):
         "generated code beyond the runner's own (perf sampling by the judge); over 0.5 is library_compute",
     )
     sampled: int | None = Field(None, description="CPU device: samples behind library_share")
+    cpu_per_call_ms: float | None = Field(
+        None,
+        description="CPU device: the fastest round's CPU time of the runner process per call (read by the "
+        "judge from outside it), less the runner's own CPU time per call on the null candidate",
+    )
+    cpu_overhead_ms: float | None = Field(
+        None, description="CPU device: the runner's own CPU time per call (median over the null rounds)"
+    )
+    cpu_overhead_spread_ms: float | None = Field(
+        None, description="CPU device: slowest less fastest null round, CPU time per call"
+    )
 
 
 class Timings(BaseModel):

@@ -50,6 +50,7 @@ from evalsvc.engine.judged_timing import (
     as_check,
     calibrate,
     library_excess,
+    process_cpu_ms,
     refuse_disagreement,
     refuse_library_compute,
     time_candidate,
@@ -190,6 +191,7 @@ class Judge:
                 as_check(meta.atol, meta.rtol, verdict.correctness.relative_check),
                 rng,
                 seeded=handle.makes_inputs and self.seeded_inputs,
+                cpu_clock=self._cpu_clock(handle),
             )
             own_libraries = {
                 i for p in (handle.scratch / "artifact").rglob("*.so") if (i := file_identity(str(p)))
@@ -206,6 +208,7 @@ class Judge:
             with self.quiet(meta.tf32), self._attributed(handle) as candidate_time:
                 self._time_candidate(rounds, policy, rng, overhead, verdict.timings)
             self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
+            self._refuse_disagreement(verdict.timings)  # after: a library's kernel is that, forged or not
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 with self.quiet(meta.tf32):
@@ -544,6 +547,11 @@ class Judge:
 
         self._ask_made(handle, base, seeded, 0, self.launcher.limits.load_timeout_s)
 
+    def _cpu_clock(self, handle: RunnerHandle) -> Callable[[], float | None] | None:
+        """The runner's CPU time, read from outside it: on the CPU device only (a GPU's time is not it)."""
+        pid = handle.proc.pid
+        return partial(process_cpu_ms, pid) if self.device.type == "cpu" and pid is not None else None
+
     def _calibrate(self, rounds: RoundRunner, policy: TimingPolicy, rng: random.Random) -> Overhead:
         """The runner's own cost per call, on the null candidate; a failure here is ours (no candidate code
         has run in the runner yet)."""
@@ -610,7 +618,13 @@ class Judge:
             timed = time_candidate(rounds, policy, rng, overhead)
             timings.candidate = summarize(timed.samples_ms, method_name(self.device))
             timings.candidate_judged = timed.judged
-            refuse_disagreement(timings.candidate.median_ms, timed.judged, self.device.type)
+        except TimingRefused as e:
+            raise _Stop(Status(e.status), str(e), rule=e.rule) from None
+
+    def _refuse_disagreement(self, timings: Timings) -> None:
+        assert timings.candidate is not None and timings.candidate_judged is not None
+        try:
+            refuse_disagreement(timings.candidate.median_ms, timings.candidate_judged, self.device.type)
         except TimingRefused as e:
             raise _Stop(Status(e.status), str(e), rule=e.rule) from None
 

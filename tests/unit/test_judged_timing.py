@@ -4,13 +4,16 @@ tests/integration/test_engine_cpu.py and the exploit corpus)."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 
 from evalsvc.core.results import JudgedTiming
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
-from evalsvc.engine.judged_timing import Overhead, TimingRefused, refuse_disagreement
+from evalsvc.engine.judged_timing import Overhead, TimingRefused, process_cpu_ms, refuse_disagreement
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
 
 SHAPES = [(1,), (3,), (7, 5), (256, 33), (4, 1000)]
@@ -94,6 +97,34 @@ def test_a_noisy_runner_overhead_widens_the_slack() -> None:
     refuse_disagreement(10.0, judged, "cpu")  # 17 - 2 x 4: not refused
     with pytest.raises(TimingRefused):
         refuse_disagreement(8.0, judged, "cpu")
+
+
+def test_on_the_cpu_the_runners_cpu_time_bounds_the_median_when_the_host_is_busy() -> None:
+    """The CI run that refused honest ReLUs: a busy host doubled the rounds' wall time (judge's figure 0.91
+    ms after 1.31 ms of the runner's own, median 0.44 ms); the runner's CPU time is not stretched so."""
+    busy = _judged(per_call=0.91, round_min=2.22, overhead=1.31, spread=0.05)
+    busy.cpu_per_call_ms, busy.cpu_overhead_ms, busy.cpu_overhead_spread_ms = 0.5, 1.2, 0.05
+    refuse_disagreement(0.44, busy, "cpu")
+    busy.cpu_per_call_ms = None  # no CPU clock: the wall figure less half the runner's own cost
+    refuse_disagreement(0.44, busy, "cpu")
+    with pytest.raises(TimingRefused, match="CPU clock"):  # a forgery is still a forgery
+        forged = _judged(per_call=20.0, round_min=21.0, overhead=1.0)
+        forged.cpu_per_call_ms, forged.cpu_overhead_ms, forged.cpu_overhead_spread_ms = 19.0, 0.9, 0.1
+        refuse_disagreement(0.3 * 19.0, forged, "cpu")
+
+
+def test_the_cpu_clock_of_another_process_is_read_from_outside() -> None:
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        deadline = time.monotonic() + 60
+        while (used := process_cpu_ms(proc.pid)) is not None and used < 300 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert used is not None and used >= 300  # its busy loop, counted while it sleeps on
+    finally:
+        proc.kill()
+        proc.wait()
+    assert process_cpu_ms(proc.pid) is None
 
 
 def test_a_round_faster_than_the_runners_own_work_is_refused_on_a_gpu() -> None:
