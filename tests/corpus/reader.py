@@ -35,6 +35,12 @@ def entries(kind: str, devices: tuple[str, ...]) -> list[Path]:
     return sorted(p for p in found if header(p).get("device", "any") in devices)
 
 
+def small_task(task_id: str) -> TaskSpec:
+    """The CPU-sized copy of a bundled example task (tests/corpus/tasks), else the example itself."""
+    small = CORPUS / "tasks" / task_id / "task.py"
+    return read_task(small if small.is_file() else EXAMPLES / task_id / "task.py")
+
+
 def task_for(path: Path, small: bool) -> TaskSpec:
     """The entry's task: with `small`, the CPU-sized copy under tests/corpus/tasks when there is one."""
     h = header(path)

@@ -16,6 +16,7 @@ from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.taskload import input_digest, load_task
 from evalsvc.sandbox.isolation import RUNNER_UIDS, SANDBOX_UID, runner_uid
 from evalsvc.suite import cases
+from tests.corpus.reader import small_task
 
 FAST = EvalOptions(trials=3, timing_budget_s=0.3, compile_baseline=False, timing_pool=2)
 EXPECT = {
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.mark.parametrize("case", cases("cpu"), ids=lambda c: c.name)
 def test_bundled_cpu_solution_gets_its_verdict(pipeline, case) -> None:  # type: ignore[no-untyped-def]
-    result = pipeline.evaluate(case.task(), case.solution(), FAST)
+    result = pipeline.evaluate(small_task(case.task_id), case.solution(), FAST)
     expected = EXPECT[case.expect]
     assert result.status is expected, result.message
     if expected is Status.OK:
@@ -49,7 +50,7 @@ def test_bundled_cpu_solution_gets_its_verdict(pipeline, case) -> None:  # type:
 
 def test_second_evaluation_hits_the_compile_cache(pipeline) -> None:  # type: ignore[no-untyped-def]
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
-    pipeline.evaluate(case.task(), case.solution(), FAST)
+    pipeline.evaluate(small_task(case.task_id), case.solution(), FAST)
     outcome = pipeline.compiler.compile(case.solution())
     assert outcome.status is Status.OK and outcome.report.cached
 
@@ -57,7 +58,7 @@ def test_second_evaluation_hits_the_compile_cache(pipeline) -> None:  # type: ig
 def test_torch_compile_baseline_and_reward(pipeline) -> None:  # type: ignore[no-untyped-def]
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
     opts = EvalOptions(trials=2, timing_budget_s=0.5, compile_baseline=True, timing_pool=2)
-    result = pipeline.evaluate(case.task(), case.solution(), opts)
+    result = pipeline.evaluate(small_task(case.task_id), case.solution(), opts)
     assert result.status is Status.OK
     assert result.timings.compiled is not None and result.speedup.compile is not None
     assert result.milestone in (1, 2, 3)
@@ -164,7 +165,7 @@ def test_runner_makes_inputs_from_seeds_and_refuses_a_wrong_digest(pipeline) -> 
     """The judge sends the task and a seed and the digest of its own inputs; the runner makes the same set
     itself, or says it differs (and then runs nothing)."""
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
-    task = load_task(case.task())
+    task = load_task(small_task(case.task_id))
     judge = pipeline.evaluator.judge
     device = torch.device("cpu")
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,7 +228,7 @@ def _evaluate_seeing_the_runner(pipeline, spec: TaskSpec):  # type: ignore[no-un
 
 def test_runner_makes_the_inputs_of_a_seeded_task(pipeline) -> None:  # type: ignore[no-untyped-def]
     case = next(c for c in cases("cpu") if c.task_id == "l1/relu" and c.expect == "ok")
-    result, handle = _evaluate_seeing_the_runner(pipeline, case.task())
+    result, handle = _evaluate_seeing_the_runner(pipeline, small_task(case.task_id))
     assert result.status is Status.OK, result.message
     assert handle.makes_inputs  # no input set was sent
 

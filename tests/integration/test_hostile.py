@@ -143,4 +143,4 @@ def test_no_root_owned_leftovers_in_scratch(hostile_pipeline, cpu_settings: Sett
     hostile_pipeline.evaluator.judge.launcher.close()  # the spare runner's scratch is in use, not left over
     before = hostile_pipeline.scratch_before
     leftovers = [p for p in cpu_settings.scratch_dir.glob("evalsvc-run-*") if p.exists() and p not in before]
-    assert leftovers == [], leftovers
+    assert leftovers == [], [(p, sorted(str(f.relative_to(p)) for f in p.rglob("*"))[:20]) for p in leftovers]

@@ -15,6 +15,7 @@ import pytest
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.suite import cases
+from tests.corpus.reader import small_task
 
 FAST = EvalOptions(trials=3, timing_budget_s=0.2, compile_baseline=False, timing_pool=2)
 EXPECT = {"ok": Status.OK, "incorrect": Status.INCORRECT, "runtime_error": Status.RUNTIME_ERROR}
@@ -77,7 +78,9 @@ def test_evaluations_in_flight_keep_their_verdicts_and_are_timed_alone(pipeline)
 
         def run(case):  # type: ignore[no-untyped-def]
             o = outcomes[case.name]
-            return case, evaluator.evaluate(case.task(), case.solution(), o.artifact_key, o.report, FAST)
+            return case, evaluator.evaluate(
+                small_task(case.task_id), case.solution(), o.artifact_key, o.report, FAST
+            )
 
         with ThreadPoolExecutor(3) as pool:
             done = list(pool.map(run, picked * 2))

@@ -23,6 +23,7 @@ from evalsvc.service.records import EvaluationRequest
 from evalsvc.stack import redis_command
 from evalsvc.suite import cases
 from tests.conftest import TEST_DATA
+from tests.corpus.reader import small_task
 
 pytestmark = pytest.mark.docker
 
@@ -120,7 +121,7 @@ FAST = dict(trials=2, timing_budget_s=0.2, compile_baseline=False, timing_pool=2
 def test_single_evaluation_over_http(stack: LiveStack) -> None:
     ok = _case("l1/relu", "ok")
     with Client(stack.url) as client:
-        view = client.evaluate(ok.task(), ok.solution(), EvalOptions(**FAST), timeout=900)
+        view = client.evaluate(small_task(ok.task_id), ok.solution(), EvalOptions(**FAST), timeout=900)
     assert view.state == "done" and view.result is not None, view
     assert view.result.status == "ok" and view.reward is not None and view.reward >= 1
 
@@ -158,10 +159,10 @@ def test_duplicate_is_served_from_cache_and_wait_returns_early(stack: LiveStack)
     ok = _case("l1/relu", "ok")
     opts = EvalOptions(**{**FAST, "trials": 3})
     with Client(stack.url) as client:
-        first = client.submit(ok.task(), ok.solution(), opts)
+        first = client.submit(small_task(ok.task_id), ok.solution(), opts)
         started = time.monotonic()
         done = client.get(first.id, wait=120)
         assert done.state == "done" and time.monotonic() - started < 110
-        again = client.submit(ok.task(), ok.solution(), opts)
+        again = client.submit(small_task(ok.task_id), ok.solution(), opts)
     assert again.id == first.id and again.deduplicated and again.state == "done"
     assert done.result is not None and done.result.compile is not None and done.result.compile.cached

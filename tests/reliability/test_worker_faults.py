@@ -134,7 +134,10 @@ def test_worker_restarted_with_jobs_in_flight_gives_no_duplicates(stack: LiveSta
     stack.restart("cpu-a", signal.SIGTERM)
     stack.start("compile")
     views = [wait_done(stack, i, timeout=REDELIVERY_S + 300) for i in ids]
-    assert [v["status"] for v in views] == ["ok"] * len(ids), views
+    messages = [
+        (v["status"], (v["result"] or {}).get("message"), (v["result"] or {}).get("failure")) for v in views
+    ]
+    assert [v["status"] for v in views] == ["ok"] * len(ids), messages
     assert all(1 <= v["attempts"] <= MAX_ATTEMPTS for v in views), [v["attempts"] for v in views]
 
 

@@ -14,8 +14,8 @@ class Model(nn.Module):
 
 
 BATCH = 4
-DIM1 = 4096
-DIM2 = 1024  # 64M floats: 256 MB read per call on the GPU
+DIM1 = 1024
+DIM2 = 1024  # 4M floats: 16 MB per input set
 REDUCE_DIM = 1
 
 
