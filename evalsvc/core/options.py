@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalsvc.core.rewards import MilestoneSchedule, RewardSchedule
 
 
 class EvalOptions(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)  # stored and re-read by every stage: refused at the door
     trials: int | None = Field(None, ge=1, le=50, description="correctness trials (default: the task's)")
     schedule: RewardSchedule = Field(default_factory=MilestoneSchedule)
     compile_baseline: bool = Field(True, description="also time torch.compile of the reference")
@@ -26,5 +27,5 @@ class EvalOptions(BaseModel):
         "Compute metrics of its top kernels (display only; docs/profiling.md)",
     )
     max_speedup: float = Field(
-        100.0, gt=1, description="speedups over eager past this are flagged for review, not rewarded"
+        100.0, gt=1, le=1e6, description="speedups over eager past this are flagged for review, not rewarded"
     )

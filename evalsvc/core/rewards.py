@@ -5,9 +5,14 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalsvc.core.results import Status, TimingStats
+
+# A reward or threshold a tenant sets: finite and bounded, so that no stored schedule fails to load again.
+Value = Annotated[float, Field(ge=-1e6, le=1e6)]
+Ratio = Annotated[float, Field(gt=0, le=1e6)]
+FINITE = ConfigDict(allow_inf_nan=False)
 
 
 class SpeedupEvidence(BaseModel):
@@ -22,12 +27,13 @@ class SpeedupEvidence(BaseModel):
 class MilestoneSchedule(BaseModel):
     """CUDA Agent's default: -1 wrong, 1 correct, 2 beats eager, 3 beats eager and torch.compile."""
 
+    model_config = FINITE
     kind: Literal["milestone"] = "milestone"
-    fail: float = -1.0
-    correct: float = 1.0
-    beats_eager: float = 2.0
-    beats_both: float = 3.0
-    margin: float = Field(0.05, description="'faster' means speedup > 1 + margin")
+    fail: Value = -1.0
+    correct: Value = 1.0
+    beats_eager: Value = 2.0
+    beats_both: Value = 3.0
+    margin: float = Field(0.05, ge=0, le=100, description="'faster' means speedup > 1 + margin")
     require_ci: bool = Field(False, description="a 'faster' milestone needs the CI, not just the median")
 
     def score(self, status: Status, ev: SpeedupEvidence) -> tuple[float, int]:
@@ -45,10 +51,13 @@ class MilestoneSchedule(BaseModel):
 class TieredSchedule(BaseModel):
     """Rewards by speedup over eager in tiers, e.g. [(1.05, 2), (1.5, 3), (3.0, 4)]."""
 
+    model_config = FINITE
     kind: Literal["tiered"] = "tiered"
-    fail: float = -1.0
-    correct: float = 1.0
-    tiers: list[tuple[float, float]] = Field(default_factory=lambda: [(1.05, 2.0), (1.5, 3.0), (3.0, 4.0)])
+    fail: Value = -1.0
+    correct: Value = 1.0
+    tiers: list[tuple[Ratio, Value]] = Field(
+        default_factory=lambda: [(1.05, 2.0), (1.5, 3.0), (3.0, 4.0)], max_length=64
+    )
     require_ci: bool = False
 
     def score(self, status: Status, ev: SpeedupEvidence) -> tuple[float, int]:
@@ -65,12 +74,13 @@ class TieredSchedule(BaseModel):
 class ContinuousSchedule(BaseModel):
     """Correct solutions earn `base + scale * log(speedup)` clipped to [low, high]."""
 
+    model_config = FINITE
     kind: Literal["continuous"] = "continuous"
-    fail: float = -1.0
-    base: float = 1.0
-    scale: float = 1.0
-    low: float = 0.0
-    high: float = 3.0
+    fail: Value = -1.0
+    base: Value = 1.0
+    scale: Value = 1.0
+    low: Value = 0.0
+    high: Value = 3.0
     against: Literal["eager", "compile"] = "eager"
     require_ci: bool = False
 

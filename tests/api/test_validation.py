@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -136,3 +137,27 @@ def test_chunked_body_over_the_limit_on_a_real_server(live_server: str) -> None:
         assert_problem(r, 413, "body_too_large")
         small = client.post("/v1/tasks", content=iter([b'{"source": 1}']), headers=AUTH_A)
         assert_problem(small, 422, "validation_error")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ('{"max_speedup": 1e999}', "max_speedup"),
+        ('{"schedule": {"kind": "milestone", "fail": NaN}}', "fail"),
+        ('{"schedule": {"kind": "tiered", "tiers": [[-Infinity, 2]]}}', "tiers"),
+        ('{"timing_budget_s": NaN}', "timing_budget_s"),
+        ('{"schedule": {"kind": "continuous", "high": 1e300}}', "high"),
+    ],
+)
+def test_non_finite_or_unbounded_options_are_refused_at_the_door(
+    gw: Gateway, task_id: str, options: str, field: str
+) -> None:
+    """A value JSON can carry but no stage can store and read back (it was stored as null, and every GET
+    of the evaluation then answered 500) is a 422 naming the field; nothing is enqueued."""
+    body = f'{{"task_id": "{task_id}", "solution": {json.dumps(SOLUTION)}, "options": {options}}}'
+    r = gw.client.post(
+        "/v1/evaluations", content=body.encode(), headers={**AUTH_A, "content-type": "application/json"}
+    )
+    problem = assert_problem(r, 422, "validation_error")
+    assert any(field in [str(p) for p in e["loc"]] for e in problem["errors"]), problem
+    assert gw.enqueuer.job_ids == []
