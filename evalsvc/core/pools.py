@@ -273,7 +273,7 @@ def operators(source: str) -> list[str]:
     builds, `torch.*`/`F.*` functions and tensor methods it calls. A tag for filtering, not a proof."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
         return []
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     if model is None:

@@ -82,6 +82,11 @@ class TaskSpec(BaseModel):
             tree = ast.parse(self.source)
         except SyntaxError as e:
             raise InvalidTask(f"task source has a syntax error at line {e.lineno}: {e.msg}") from None
+        except (RecursionError, MemoryError, ValueError) as e:  # an expression nested past the parser's stack
+            raise InvalidTask(
+                f"task source does not parse within Python's parser limits ({type(e).__name__}): "
+                "an expression or nesting too deep"
+            ) from None
         names = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
         names |= {
             t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.api.conftest import AUTH_A, AUTH_B, TASK_SOURCE, Gateway, assert_problem
+import pytest
+
+from tests.api.conftest import AUTH_A, AUTH_B, SOLUTION, TASK_SOURCE, Gateway, assert_problem
 
 
 def test_registration_is_idempotent(gw: Gateway) -> None:
@@ -35,3 +37,17 @@ def test_syntax_and_interface_checked(gw: Gateway) -> None:
     assert "syntax error" in assert_problem(bad, 422, "invalid_task")["detail"]
     partial = gw.client.post("/v1/tasks", json={"source": "class Model: pass\n"}, headers=AUTH_A)
     assert "get_inputs" in assert_problem(partial, 422, "invalid_task")["detail"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["x = " + "+".join(["1"] * 200_000) + "\n", "-" * 200_000 + "1\n"],
+    ids=["200k-term expression", "200k unary minus"],
+)
+def test_a_source_past_the_parsers_limits_is_a_422(gw: Gateway, source: str) -> None:
+    """A RecursionError or MemoryError from parsing was a 500 (or a reset connection)."""
+    for path, body in (("/v1/tasks", {"source": source}), ("/v1/evaluations", {"task": {"source": source}})):
+        if path == "/v1/evaluations":
+            body["solution"] = SOLUTION
+        r = gw.client.post(path, json=body, headers=AUTH_A)
+        assert "parser limits" in assert_problem(r, 422, "invalid_task")["detail"], r.text
