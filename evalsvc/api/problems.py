@@ -89,7 +89,13 @@ def problem_response(
         **extra,
     }
     body = {k: v for k, v in body.items() if v is not None}
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_MEDIA_TYPE)
+    headers = dict(headers or {})
+    if status == 503:  # the API promises every 503 a Retry-After; one without its own estimate gets this
+        headers.setdefault("Retry-After", retry_after(DEFAULT_RETRY_AFTER_S)["Retry-After"])
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
+
+
+DEFAULT_RETRY_AFTER_S = 5.0
 
 
 def retry_after(seconds: float) -> dict[str, str]:

@@ -188,4 +188,6 @@ def assert_problem(r: httpx.Response, status: int, code: str) -> dict:
     assert body["status"] == status
     assert body["code"] == code
     assert {"type", "title", "status", "code"} <= set(body)
+    if status == 503:  # every 503 says when to come back (the API's promise)
+        assert int(r.headers["Retry-After"]) >= 1, r.headers
     return body

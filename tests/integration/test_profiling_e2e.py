@@ -133,7 +133,7 @@ def test_reference_profile_ranks_operators_and_says_what_needs_a_gpu(http: httpx
     unknown = http.post("/v1/tasks/t_nope/profile")
     assert unknown.status_code == 404 and unknown.json()["code"] == "not_found"
     none = http.post(f"/v1/tasks/{task_id}/profile", params={"device_class": "H200"})
-    assert none.status_code == 503 and none.json()["code"] == "no_worker"
+    assert none.status_code == 503 and none.json()["code"] == "no_worker" and "Retry-After" in none.headers
 
 
 def test_profiled_evaluation_has_roofline_and_profile_in_json_and_text(http: httpx.Client) -> None:
