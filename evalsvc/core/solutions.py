@@ -56,7 +56,12 @@ class Solution(BaseModel):
         total = sum(len(v.encode()) for v in files.values())
         if total > MAX_TOTAL_BYTES:
             raise InvalidSolution(f"solution too large ({total} bytes > {MAX_TOTAL_BYTES})")
-        out = {check_relative_path(k): v for k, v in files.items()}
+        out: dict[str, str] = {}
+        for name, text in files.items():
+            path = check_relative_path(name)
+            if path in out:  # `./solution.py` beside `solution.py`: one would silently replace the other
+                raise InvalidSolution(f"two files name {path!r} (one of them as {name!r})")
+            out[path] = text
         if not any(v.strip() for v in out.values()):
             raise InvalidSolution("solution is empty")
         return out

@@ -40,3 +40,9 @@ def test_task_syntax_and_interface() -> None:
         TaskSpec(source="def (:").check_syntax()
     with pytest.raises(InvalidTask, match="get_inputs"):
         TaskSpec(source="class Model: pass\ndef get_init_inputs(): return []\n").check_syntax()
+
+
+@pytest.mark.parametrize("other", ["./solution.py", "solution.py/.", ".//solution.py"])
+def test_two_names_for_one_file_are_refused(other: str) -> None:
+    with pytest.raises(ValidationError, match=r"two files name 'solution\.py'"):
+        Solution(files={"solution.py": "x = 1\n", other: "x = 2\n"})
