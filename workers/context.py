@@ -17,7 +17,7 @@ from redis.retry import Retry
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
-from evalsvc.core.results import EvaluationResult, Status
+from evalsvc.core.results import EvaluationResult, FailureKind, Status
 from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from evalsvc.sandbox.docker_sandbox import DockerSandbox
 
 log = logging.getLogger("evalsvc.worker")
+
+
+class Redeliver(Exception):
+    """The evaluation failed on our side before any candidate code ran: the job goes back to the queue."""
 
 
 class built_once(cached_property):
@@ -184,6 +188,11 @@ class WorkerContext:
         result = self.evaluator.evaluate(
             task, job.solution, job.artifact_key, job.compile_report, job.options
         )
+        if result.failure is FailureKind.RUNNER_START_FAILED and job.attempts < self.settings.max_attempts:
+            # A worker stopping (its process group signalled, the forkserver gone) or a host out of runner
+            # resources: nothing about the candidate. Another delivery decides it; the last one reports this.
+            log.warning("job %s: %s; delivering it again", job.id, result.message)
+            raise Redeliver(result.message or "the runner did not start")
         if job.task_id:
             self.jobs.add_task_warnings(job.task_id, result.task_warnings)
         self.finish(job, result)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from functools import cache
 
 import redis
+from celery.exceptions import Reject
 from celery.signals import worker_shutdown
 
 from evalsvc.core.outcomes import failure
@@ -25,7 +26,7 @@ from evalsvc.observability.metrics import WorkerMetrics
 from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.records import Job, JobKind, State
 from workers.celery_app import app, worker_metrics
-from workers.context import WorkerContext, current_context
+from workers.context import Redeliver, WorkerContext, current_context
 
 log = logging.getLogger("evalsvc.worker")
 
@@ -87,7 +88,7 @@ def _answered(ctx: WorkerContext, job: Job) -> Iterator[None]:
         log.error("compile sandbox unavailable: %s", e)
         kind, msg = FailureKind.SANDBOX_UNAVAILABLE, f"the compile sandbox is unavailable: {e}"
         ctx.finish(job, failure(Status.INTERNAL_ERROR, msg, job.options, failure=kind))
-    except redis.RedisError:
+    except (redis.RedisError, Redeliver):
         raise
     except Exception as e:
         log.exception("unexpected error on job %s", job.id)
@@ -141,10 +142,13 @@ def evaluate_job(job_id: str) -> None:
         if job.kind is not JobKind.EVALUATE:
             return
         _check_gpu(ctx, metrics)
-        with log_context(task_id=job.task_id), metrics.in_flight(), _answered(ctx, job):
-            started = time.monotonic()
-            ctx.evaluate(job)
-            elapsed = time.monotonic() - started
+        try:
+            with log_context(task_id=job.task_id), metrics.in_flight(), _answered(ctx, job):
+                started = time.monotonic()
+                ctx.evaluate(job)
+                elapsed = time.monotonic() - started
+        except Redeliver:
+            raise Reject("the runner did not start", requeue=True) from None
         metrics.observe("evaluate", elapsed)
         status = job.result.status if job.result else None
         log.info("evaluated %s in %.2fs: %s", job_id, elapsed, status)

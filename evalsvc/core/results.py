@@ -26,6 +26,8 @@ class FailureKind(StrEnum):
     status). Absent when the candidate's own answer decided the status."""
 
     RUNNER_DIED = "runner_died"  # the candidate's process ended without answering (crash, kill, OOM)
+    # The runner never became ready (no candidate code had run): ours, and a service delivers the job again
+    RUNNER_START_FAILED = "runner_start_failed"
     TASK_INVALID = "task_invalid"  # the task itself could not be loaded or its inputs made
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # the compile sandbox (Docker engine) was unreachable
     JOB_ABANDONED = "job_abandoned"  # the job killed its worker on every attempt, up to max_attempts

@@ -405,7 +405,9 @@ class Judge:
             handle.wait_ready(self.launcher.limits.load_timeout_s)
         except (RunnerTimeout, RunnerDied, BadMessage) as e:
             return _Stop(
-                Status.INTERNAL_ERROR, f"the runner did not start: {e}", failure=FailureKind.WORKER_ERROR
+                Status.INTERNAL_ERROR,
+                f"the runner did not start: {e}",
+                failure=FailureKind.RUNNER_START_FAILED,
             )
         return None
 

@@ -29,6 +29,7 @@ SANDBOX_FAILURES = (
     "job_redelivered",  # a job started again after an attempt whose worker process died
     "job_abandoned",  # a job that kept killing its workers, failed after max_attempts
     "runner_died",  # the candidate's process ended without answering (crash, kill, OOM)
+    "runner_start_failed",  # a runner never became ready (the job was delivered again up to max_attempts)
     "sandbox_unavailable",  # the compile sandbox's engine (Docker) was unreachable
     "task_invalid",  # the task could not be loaded or its inputs made in the judge
     "worker_error",  # an unexpected error of ours in the worker around the evaluation
