@@ -4,8 +4,8 @@ the tables to see whether a change moved what honest kernels get.
 
     python -m bench.honest_rewards --out OUTDIR [--data-dir DIR] [--repeats 2]
 
-Uses only the pipeline's public pieces (Settings, make_local_pipeline, the CLI's readers), so the same file
-runs against older trees.
+Uses only the pipeline's public pieces and the corpus reader's `header` and `task_for` (there since
+235283b), so the same file runs against older trees.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
 from evalsvc.wiring import make_local_pipeline
+from tests.corpus.reader import header, task_for
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "evalsvc" / "examples"
@@ -35,6 +36,7 @@ def _task(task_id: str) -> Path:
 
 
 def _subjects() -> list[tuple[str, Path, Path]]:
+    """(name, task file or corpus entry, solution); a corpus entry names its task in its header."""
     out = []
     suite = json.loads((EXAMPLES / "suite.json").read_text())
     for t in suite["tasks"]:
@@ -42,13 +44,8 @@ def _subjects() -> list[tuple[str, Path, Path]]:
             if s["device"] == "cpu" and s["expect"] == "ok":
                 out.append((s["path"], _task(t["id"]), EXAMPLES / s["path"]))
     for p in sorted((CORPUS / "honest").glob("*.py")):
-        head = dict(
-            line[2:].split(": ", 1)
-            for line in p.read_text().splitlines()[:12]
-            if line.startswith("# ") and ": " in line
-        )
-        if head.get("device", "any") in ("any", "cpu"):
-            out.append((f"honest/{p.stem}", _task(head["task"]), p))
+        if header(p).get("device", "any") in ("any", "cpu"):
+            out.append((f"honest/{p.stem}", p, p))
     return out
 
 
@@ -63,7 +60,8 @@ def main() -> int:
     pipe = make_local_pipeline(settings)
     rows = []
     for name, task_path, sol_path in _subjects():
-        task, sol = read_task(task_path), read_solution(sol_path)
+        task = task_for(task_path, small=True) if task_path == sol_path else read_task(task_path)
+        sol = read_solution(sol_path)
         for i in range(args.repeats):
             r = pipe.evaluate(task, sol, OPTS)
             t = r.timings
