@@ -186,19 +186,32 @@ def _gpu_class(device: str) -> str:
 def up(
     data_dir: Annotated[Path, typer.Option(help="state, logs, artifacts")] = Path("var"),
     port: int = 8000,
+    metrics_port: Annotated[
+        int, typer.Option(help="the compile worker's exporter; device workers: next")
+    ] = 9101,
     demo: Annotated[bool, typer.Option(help="evaluate a bundled example through the API")] = True,
     exit_after_demo: Annotated[bool, typer.Option(help="stop everything after the demo")] = False,
 ) -> None:
-    """Start Redis, the gateway, a compile worker and one worker per GPU (a CPU worker without one)."""
-    import os
+    """Start Redis, the gateway, a compile worker and one worker per GPU (a CPU worker without one), and
+    keep them running: a child that exits is started again. Secrets (EVALSVC_API_KEYS, EVALSVC_REDIS_URL,
+    from the environment or EVALSVC_SECRETS_DIR) reach each child as files, only those it needs."""
+    import logging
     import time
 
+    from evalsvc.settings import Settings
     from evalsvc.stack import Stack, visible_gpus
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = data_dir.resolve()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
-    redis_url = os.environ.get("EVALSVC_REDIS_URL", "redis://127.0.0.1:6379/0")
-    stack = Stack(data_dir=data_dir, redis_url=redis_url, port=port)
+    settings = Settings()
+    stack = Stack(
+        data_dir=data_dir,
+        redis_url=settings.redis_url,
+        port=port,
+        metrics_port=metrics_port,
+        api_keys=settings.api_keys,
+    )
     gpus = visible_gpus()
     code = 0
     try:
@@ -211,11 +224,13 @@ def up(
         stack.wait_ready()
         typer.echo("ready")
         if demo:
-            code = _demo(f"http://127.0.0.1:{port}", "cuda" if gpus else "cpu")
+            code = _demo(
+                f"http://127.0.0.1:{port}", "cuda" if gpus else "cpu", next(iter(settings.api_keys), None)
+            )
         if not exit_after_demo:
             while True:
-                stack.check_alive()
-                time.sleep(2)
+                stack.supervise()
+                time.sleep(1)
     except KeyboardInterrupt:
         pass
     except RuntimeError as e:
@@ -226,13 +241,13 @@ def up(
     raise typer.Exit(code)
 
 
-def _demo(base_url: str, device: str) -> int:
+def _demo(base_url: str, device: str, api_key: str | None) -> int:
     from evalsvc.render import render_result
     from evalsvc.sdk import Client
     from evalsvc.suite import example_pair
 
     task, solution = example_pair("l1/relu", device)
-    with Client(base_url) as client:
+    with Client(base_url, api_key) as client:
         typer.echo(f"evaluating the bundled example l1/relu ({device}) through {base_url} ...")
         view = client.evaluate(task, solution, timeout=1800)
     if view.result is None:

@@ -1,13 +1,24 @@
-"""The one settings object (environment variables prefixed EVALSVC_), built once at start-up."""
+"""The one settings object (environment variables prefixed EVALSVC_, and secret files), built once at
+start-up."""
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+)
+
+# A directory of files named like the variables (evalsvc_api_keys, evalsvc_redis_url), one secret each:
+# what a secrets mount provides, and what `evalsvc up` hands each child instead of its environment.
+SECRETS_DIR_VARIABLE = "EVALSVC_SECRETS_DIR"
 
 
 class CompileBackend(StrEnum):
@@ -86,6 +97,18 @@ class Settings(BaseSettings):
     gpu_max_temp_c: float = Field(85.0, description="GPU temperature above which timings are not trusted")
     log_format: Literal["json", "text"] = Field("json", description="json: one JSON object per line")
     log_level: str = Field("INFO", description="root log level of workers and the gateway")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        secrets_dir = os.environ.get(SECRETS_DIR_VARIABLE) or None
+        return (init_settings, env_settings, SecretsSettingsSource(settings_cls, secrets_dir=secrets_dir))
 
     @property
     def artifact_dir(self) -> Path:

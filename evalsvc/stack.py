@@ -1,8 +1,15 @@
-"""`evalsvc up`: the whole stack on one machine as child processes (Redis, gateway, workers)."""
+"""`evalsvc up`: the whole stack on one machine as supervised child processes (Redis, gateway, workers).
+
+Each child gets the environment it was started with, less every secret, and its own secrets as files
+(`EVALSVC_SECRETS_DIR`): the gateway the API keys and the Redis URL, the workers only the Redis URL. A
+child that exits after the stack was ready is started again, with backoff.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import shutil
 import signal
@@ -10,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -17,18 +25,71 @@ from urllib.parse import urlparse
 import httpx
 
 from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, scrape_config
+from evalsvc.settings import SECRETS_DIR_VARIABLE
+
+log = logging.getLogger("evalsvc.stack")
+
+# Variables that hold a secret in some deployment: never inherited by a child, whatever the name's prefix.
+CREDENTIAL_MARKS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+SECRET_VARIABLES = ("EVALSVC_API_KEYS", "EVALSVC_REDIS_URL", SECRETS_DIR_VARIABLE)
+RESTART_BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+STABLE_AFTER_S = 60.0  # a child up this long has its backoff reset
 
 
-def redis_command(port: int, directory: Path, fsync: str = "everysec", host: str = "127.0.0.1") -> list[str]:
-    """A redis-server persisting to an append-only file in `directory` (no RDB snapshots)."""
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The starting environment less every secret; secrets reach a child only as files."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k not in SECRET_VARIABLES and not any(mark in k.upper() for mark in CREDENTIAL_MARKS)
+    }
+
+
+def write_secrets(directory: Path, secrets: Mapping[str, str]) -> Path:
+    """One file per secret, readable by this user only, named as pydantic-settings expects."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    for stale in directory.iterdir():
+        stale.unlink()
+    for name, value in secrets.items():
+        fd = os.open(directory / name.lower(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(value)
+    return directory
+
+
+def redis_command(
+    port: int, directory: Path, fsync: str = "everysec", host: str = "127.0.0.1", password: str | None = None
+) -> list[str]:
+    """A redis-server persisting to an append-only file in `directory` (no RDB snapshots). A password goes
+    into a configuration file readable by this user only, not onto the command line (which anyone on the
+    host can read in /proc)."""
     exe = shutil.which("redis-server")
     if exe is None:
         raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+    argv = [exe]
+    if password:
+        conf = directory / "evalsvc-redis.conf"
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f'requirepass "{password}"\n')
+        argv.append(str(conf))
     return [
-        exe,
+        *argv,
         *("--port", str(port), "--bind", host, "--dir", str(directory)),
         *("--appendonly", "yes", "--appendfsync", fsync, "--save", ""),
     ]
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes]
+    started: float
+    restarts: int = 0
+    down_since: float | None = None  # when it was found exited; it starts again after its backoff
 
 
 @dataclass
@@ -40,15 +101,32 @@ class Stack:
     metrics_port: int = 9101  # the compile worker's exporter; device workers take the next ports
     prometheus_port: int = 9090
     scrape_interval_s: float = 5.0
-    procs: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    api_keys: Mapping[str, str] = field(default_factory=dict)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    children: list[Child] = field(default_factory=list)
     scrape_targets: dict[str, list[str]] = field(default_factory=dict)
 
+    @property
+    def procs(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
+        return [(c.name, c.proc) for c in self.children]
+
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        log = open(self.data_dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-        proc = subprocess.Popen(
-            argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        self.procs.append((name, proc))
+        full_env = {**child_environment(self.environ), **env}
+        self.children.append(Child(name, argv, full_env, self._popen(name, argv, full_env), time.monotonic()))
+
+    def _popen(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        with open(self.data_dir / "logs" / f"{name}.log", "ab") as out:  # the child keeps its own copy
+            return subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def _secrets_env(self, role: str) -> dict[str, str]:
+        """The variable naming `role`'s secrets directory: the gateway gets the API keys, no worker does."""
+        secrets = {"EVALSVC_REDIS_URL": self.redis_url}
+        if role == "gateway" and self.api_keys:
+            secrets["EVALSVC_API_KEYS"] = json.dumps(dict(self.api_keys))
+        directory = write_secrets(self.data_dir / "secrets" / role, secrets)
+        return {SECRETS_DIR_VARIABLE: str(directory)}
 
     def start_redis(self) -> None:
         """Start a persistent (AOF) Redis unless one already answers at redis_url."""
@@ -58,21 +136,22 @@ class Stack:
             return
         rdir = self.data_dir / "redis"
         rdir.mkdir(parents=True, exist_ok=True)
-        self._spawn("redis", redis_command(port, rdir, host=host), {})
+        self._spawn("redis", redis_command(port, rdir, host=host, password=u.password), {})
         _wait_for(lambda: _port_open(host, port), 20, "redis")
 
     def start_services(self, gpus: list[str]) -> None:
         cli = [sys.executable, "-m", "evalsvc.cli"]
-        common = {"EVALSVC_REDIS_URL": self.redis_url, "EVALSVC_DATA_DIR": str(self.data_dir)}
-        gateway = {**common, **self._metrics_env("gateway", None)}
+        common = {"EVALSVC_DATA_DIR": str(self.data_dir)}
+        workers = {**common, **self._secrets_env("worker")}
+        gateway = {**common, **self._secrets_env("gateway"), **self._metrics_env("gateway", None)}
         self._spawn("gateway", [*cli, "serve", "--host", self.host, "--port", str(self.port)], gateway)
-        compile_env = {**common, **self._metrics_env("compile", 0)}
+        compile_env = {**workers, **self._metrics_env("compile", 0)}
         self._spawn("worker-compile", [*cli, "worker", "compile"], compile_env)
         if not gpus:
-            env = {**common, **self._metrics_env("cpu", 1)}
+            env = {**workers, **self._metrics_env("cpu", 1)}
             self._spawn("worker-cpu", [*cli, "worker", "gpu", "--device", "cpu"], env)
         for i, uuid in enumerate(gpus):
-            env = {**common, **self._metrics_env(f"gpu{i}", 1 + i), "CUDA_VISIBLE_DEVICES": uuid}
+            env = {**workers, **self._metrics_env(f"gpu{i}", 1 + i), "CUDA_VISIBLE_DEVICES": uuid}
             env["EVALSVC_GPU_UUID"] = uuid  # NVML ignores CUDA_VISIBLE_DEVICES: name the GPU
             self._spawn(
                 f"worker-gpu{i}", [*cli, "worker", "gpu", "--device", "cuda:0", "--queue", f"gpu.{uuid}"], env
@@ -124,22 +203,48 @@ class Stack:
         _wait_for(ready, timeout, "the stack (/readyz)")
 
     def check_alive(self) -> None:
-        for name, p in self.procs:
-            if p.poll() is not None:
-                tail = (self.data_dir / "logs" / f"{name}.log").read_bytes()[-3000:].decode(errors="replace")
-                raise RuntimeError(f"{name} exited with code {p.returncode}:\n{tail}")
+        """While the stack starts, a child that exits is an error worth stopping for (a port in use, a
+        missing package): its log tail says why."""
+        for c in self.children:
+            if c.proc.poll() is not None:
+                raise RuntimeError(f"{c.name} exited with code {c.proc.returncode}:\n{self.log_tail(c.name)}")
+
+    def supervise(self) -> None:
+        """Once the stack runs: start again, after its backoff, every child that exited (Redis on the same
+        AOF directory). One pass; `evalsvc up` calls it every few seconds."""
+        now = time.monotonic()
+        for c in self.children:
+            if c.down_since is None:
+                if c.proc.poll() is None:
+                    if now - c.started > STABLE_AFTER_S:
+                        c.restarts = 0
+                    continue
+                c.down_since = now
+                delay = RESTART_BACKOFF_S[min(c.restarts, len(RESTART_BACKOFF_S) - 1)]
+                log.warning(
+                    "%s exited with code %s; starting it again in %.0f s (restart %d); last output:\n%s",
+                    c.name, c.proc.returncode, delay, c.restarts + 1, self.log_tail(c.name, 800),
+                )  # fmt: skip
+            delay = RESTART_BACKOFF_S[min(c.restarts, len(RESTART_BACKOFF_S) - 1)]
+            if now - c.down_since >= delay:
+                c.proc = self._popen(c.name, c.argv, c.env)
+                c.started, c.down_since, c.restarts = now, None, c.restarts + 1
+                log.warning("%s started again (pid %d)", c.name, c.proc.pid)
+
+    def log_tail(self, name: str, limit: int = 3000) -> str:
+        return (self.data_dir / "logs" / f"{name}.log").read_bytes()[-limit:].decode(errors="replace")
 
     def stop(self) -> None:
-        for _, p in reversed(self.procs):
+        for c in reversed(self.children):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(c.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
-        for _, p in self.procs:
+        for c in self.children:
             try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                c.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
+                    os.killpg(c.proc.pid, signal.SIGKILL)
 
 
 def visible_gpus() -> list[str]:

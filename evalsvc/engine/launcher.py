@@ -20,6 +20,7 @@ from typing import Any
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import READY, RunnerSetup, runner_main
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
+from evalsvc.sandbox.template_env import use_clean_template
 
 log = logging.getLogger("evalsvc.launcher")
 
@@ -257,6 +258,7 @@ class RunnerLauncher:
         self._lock = threading.Lock()
         self._ctx = mp.get_context("forkserver")
         self._ctx.set_forkserver_preload(PRELOAD)
+        use_clean_template(self._ctx)  # runners fork from it: it must never have held a secret
 
     def start(self, artifact: Path) -> RunnerHandle:
         """A runner for `artifact`: the oldest spare that is still alive, else a new one."""
