@@ -18,7 +18,7 @@ from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, FailureKind, Status
-from evalsvc.sandbox.base import SandboxUnavailable
+from evalsvc.sandbox.base import SandboxUnavailable, sandbox_job
 from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.routing import gpu_queue_for
@@ -26,11 +26,14 @@ from evalsvc.service.state import JobStore
 from evalsvc.settings import CompileBackend, Settings
 from evalsvc.store.baselines import RedisBaselineCache
 from evalsvc.wiring import make_store, sandbox_owner
+from workers.celery_app import COMPILE_QUEUE
 
 if TYPE_CHECKING:
     from evalsvc.sandbox.docker_sandbox import DockerSandbox
 
 log = logging.getLogger("evalsvc.worker")
+
+ROUTE_RECHECK_S = 2.0  # how often a compiled job parked for want of a live GPU worker looks for one again
 
 
 class Redeliver(Exception):
@@ -121,7 +124,8 @@ class WorkerContext:
 
     def compile_and_route(self, job: Job) -> None:
         task = self.jobs.get_task(job.task_id) if job.task_id else None
-        outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs))
+        with sandbox_job(job.id):  # its containers are labelled with the job
+            outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs))
         job.compile_report = outcome.report
         job.artifact_key = outcome.artifact_key
         if job.kind is JobKind.COMPILE:
@@ -143,8 +147,26 @@ class WorkerContext:
                 ),
             )
             return
-        queue = self._gpu_queue(job.device_class)
-        if queue is None:
+        self.route(job, time.time() + self.settings.route_wait_s)
+
+    def route(self, job: Job, deadline: float, recheck: bool = False) -> None:
+        """Send a compiled job to the least busy live GPU worker of its class. While there is none (a GPU
+        worker restarting, heartbeats lost with a Redis restart, a class nobody serves) the job is parked
+        until `deadline` (wall clock): saved with its build and checked again `ROUTE_RECHECK_S` later by a
+        `route_job` message, so that it holds no compile slot meanwhile (a slot held for `route_wait_s`
+        made every evaluation queued behind two such jobs wait two minutes). At the deadline it fails."""
+        workers = self.jobs.workers()
+        depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
+        queue = gpu_queue_for(workers, job.device_class, depth)
+        if queue is not None:
+            job.queue = queue
+            job.attempts = 0
+            if self.jobs.advance(job, State.RUNNING):
+                from workers.tasks import evaluate_job
+
+                evaluate_job.apply_async(args=[job.id], queue=queue)
+            return
+        if time.time() >= deadline:
             self.finish(
                 job,
                 failure(
@@ -152,32 +174,26 @@ class WorkerContext:
                     f"no live GPU worker serves device class {job.device_class!r} "
                     f"(waited {self.settings.route_wait_s:g} s)",
                     job.options,
-                    compile=outcome.report,
+                    compile=job.compile_report,
                 ),
             )
             return
-        job.queue = queue
-        job.attempts = 0
-        if self.jobs.advance(job, State.RUNNING):
-            from workers.tasks import evaluate_job
+        # Saved (the build with it) and counted as progress, so the stall sweep leaves it alone; the message
+        # names this save, so a duplicate of it (the broker's redelivery) finds it stale and ends.
+        if not self.jobs.advance(job, State.COMPILING):
+            return  # finished meanwhile (a redelivered twin)
+        if not recheck:
+            log.warning(
+                "no live GPU worker serves %r: job %s waits for one until %.0f s from now, holding no slot",
+                job.device_class,
+                job.id,
+                deadline - time.time(),
+            )
+        from workers.tasks import route_job
 
-            evaluate_job.apply_async(args=[job.id], queue=queue)
-
-    def _gpu_queue(self, device_class: str) -> str | None:
-        """The queue to send a compiled job to; waits (bounded) while no GPU worker of the class is live,
-        so a GPU worker restarting, or Redis restarting (heartbeats lost), does not fail the job."""
-        deadline = time.monotonic() + self.settings.route_wait_s
-        waiting = False
-        while True:
-            workers = self.jobs.workers()
-            depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
-            queue = gpu_queue_for(workers, device_class, depth)
-            if queue is not None or time.monotonic() >= deadline:
-                return queue
-            if not waiting:
-                log.warning("no live GPU worker serves %r: waiting for one", device_class)
-                waiting = True
-            time.sleep(1.0)
+        route_job.apply_async(
+            args=[job.id, deadline, job.updated_at], queue=COMPILE_QUEUE, countdown=ROUTE_RECHECK_S
+        )
 
     def evaluate(self, job: Job) -> None:
         task = self.jobs.get_task(job.task_id or "")

@@ -58,12 +58,16 @@ def _gpu_index() -> int | None:
     return resolve_index(s.gpu_uuid, s.device)
 
 
-def _start(ctx: WorkerContext, metrics: WorkerMetrics, job_id: str) -> Job | None:
-    """Load the job and count this attempt; jobs that keep killing workers end here."""
-    job = ctx.jobs.get_job(job_id)
-    if job is None or job.state is State.DONE:
+def _start(ctx: WorkerContext, metrics: WorkerMetrics, job_id: str, stage: str) -> Job | None:
+    """Load the job and count this delivery of `stage` (`Job.deliveries`, and an attempt); jobs that keep
+    killing workers end here, and so do jobs whose stored record cannot be read (failed `record_unreadable`
+    by `read_job`) and jobs finished meanwhile."""
+    job = ctx.jobs.read_job(job_id)
+    if not isinstance(job, Job) or job.state is State.DONE:
         return None
-    attempts = ctx.jobs.bump_attempts(job_id)
+    attempts = ctx.jobs.bump_attempts(job_id, stage)
+    if not attempts:
+        return None  # done (or gone) since it was read
     job.attempts = attempts
     if attempts > ctx.settings.max_attempts:
         msg = f"the job was interrupted {attempts - 1} times (worker crash or kill); giving up"
@@ -101,8 +105,8 @@ def _written_here(ctx: WorkerContext, job: Job) -> bool:
     here (a redelivered twin that finished first wrote its own), so each result is counted once."""
     if job.state is not State.DONE:
         return False
-    stored = ctx.jobs.get_job(job.id)
-    return stored is not None and stored.state is State.DONE and stored.updated_at == job.updated_at
+    stored = ctx.jobs.read_job(job.id)
+    return isinstance(stored, Job) and stored.state is State.DONE and stored.updated_at == job.updated_at
 
 
 def _check_gpu(ctx: WorkerContext, metrics: WorkerMetrics) -> None:
@@ -120,7 +124,7 @@ def _check_gpu(ctx: WorkerContext, metrics: WorkerMetrics) -> None:
 def compile_job(job_id: str) -> None:
     ctx, metrics = _ctx(), worker_metrics()
     with log_context(evaluation_id=job_id, stage="compile"):
-        job = _start(ctx, metrics, job_id)
+        job = _start(ctx, metrics, job_id, "compile")
         if job is None:
             return
         with log_context(task_id=job.task_id), metrics.in_flight(), _answered(ctx, job):
@@ -132,11 +136,28 @@ def compile_job(job_id: str) -> None:
             log.info("finished at compile: %s", job.result.status if job.result else "compiled")
 
 
+@app.task(name="evalsvc.route", acks_late=True, reject_on_worker_lost=True)
+def route_job(job_id: str, deadline: float, parked_at: float) -> None:
+    """Look again for a live GPU worker for a compiled job parked by `WorkerContext.route` (milliseconds
+    of a compile slot, not `route_wait_s`). Not an attempt: nothing of the job runs here. A message whose
+    park is not the job's last save (a duplicate, or the job moved on) ends without doing anything."""
+    ctx, metrics = _ctx(), worker_metrics()
+    with log_context(evaluation_id=job_id, stage="route"):
+        job = ctx.jobs.read_job(job_id)
+        if not isinstance(job, Job) or job.state is not State.COMPILING or job.updated_at != parked_at:
+            return
+        with log_context(task_id=job.task_id), _answered(ctx, job):
+            ctx.route(job, deadline, recheck=True)
+        if _written_here(ctx, job):
+            metrics.finished(job)
+            log.info("finished at routing: %s", job.result.status if job.result else None)
+
+
 @app.task(name="evalsvc.evaluate", acks_late=True, reject_on_worker_lost=True)
 def evaluate_job(job_id: str) -> None:
     ctx, metrics = _ctx(), worker_metrics()
     with log_context(evaluation_id=job_id, stage="evaluate"):
-        job = _start(ctx, metrics, job_id)
+        job = _start(ctx, metrics, job_id, "evaluate")
         if job is None:
             return
         if job.kind is not JobKind.EVALUATE:

@@ -15,6 +15,7 @@ from evalsvc.api.deps import (
     WaitQuery,
     current_principal,
 )
+from evalsvc.api.devices import refuse_unserved_classes
 from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_batch
@@ -26,13 +27,14 @@ from evalsvc.api.submit import (
     job_fingerprint,
     key_reused,
     referenced_tasks,
+    refuse_task_code,
     request_fingerprint,
     resolve_task,
     scoped_key,
     store_jobs,
 )
 from evalsvc.api.views import batch_view
-from evalsvc.service.records import BatchRequest, BatchView, EvaluationRequest, Job, State
+from evalsvc.service.records import BatchRequest, BatchView, BrokenJob, EvaluationRequest, Job, State
 from evalsvc.service.state import JobStore
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends(current_principal)])
@@ -43,7 +45,7 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends
     name="submit_batch",
     status_code=202,
     response_model=BatchView,
-    responses={202: follow("get_batch", "batch_id"), **problem_responses(400, 401, 413, 422, 429, 503)},
+    responses={202: follow("get_batch", "batch_id"), **problem_responses(400, 401, 403, 413, 422, 429, 503)},
 )
 def submit_batch(
     body: BatchRequest,
@@ -65,15 +67,17 @@ def submit_batch(
     earlier = _replayed(store, key, fps, tenant)
     if earlier is not None:
         return earlier
-    missing = admit(store, settings, tenant, n, referenced_tasks(body.evaluations))
-    task_ids = _resolve_all(store, body.evaluations, missing)
+    refuse_task_code(principal, settings.task_authors, body.evaluations)
+    refuse_unserved_classes(store, settings, body.evaluations, batch=True)
+    missing = admit(store, settings, tenant, n, referenced_tasks(body.evaluations), principal.owner)
+    task_ids = _resolve_all(store, body.evaluations, missing, principal.owner)
     items = [
         # a retried batch finds the jobs it already made by the item keys
         (evaluation_job(tenant, req, task_id), fp, f"{key}#{i}" if key else None)
         for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True))
     ]
     stored = store_jobs(store, items)
-    jobs: list[Job] = [job for job, _ in stored]
+    jobs: list[Job | BrokenJob] = [job for job, _ in stored]
     for _, existed in stored:
         metrics.submitted("batch_item", existed)
     enqueue_new(store, enqueuer, [job for job, existed in stored if not existed])
@@ -100,25 +104,27 @@ async def get_batch(
 ) -> BatchView:
     """States and rewards in submission order; `?wait=N` returns when all are done or N s passed."""
 
-    def fetch() -> list[Job]:
+    def fetch() -> list[Job | BrokenJob]:
         return owned_batch(store, batch_id, principal.tenant)
 
     jobs = await poll_until(fetch, _all_done, min(wait, settings.max_wait_s), request)
     return batch_view(batch_id, jobs)
 
 
-def _all_done(jobs: list[Job]) -> bool:
+def _all_done(jobs: list[Job | BrokenJob]) -> bool:
     return all(j.state is State.DONE for j in jobs)
 
 
-def _resolve_all(store: JobStore, requests: list[EvaluationRequest], missing: set[str]) -> list[str]:
+def _resolve_all(
+    store: JobStore, requests: list[EvaluationRequest], missing: set[str], owner: str | None
+) -> list[str]:
     """Task ids for every item (each distinct task checked once); the first bad item is named."""
     seen: dict[str, str] = {}
     out = []
     for i, req in enumerate(requests):
         ref = req.task.id if req.task is not None else f"id:{req.task_id}"
         if ref not in seen:
-            seen[ref] = resolve_task(store, req, missing, where=f"evaluations[{i}].task_id")
+            seen[ref] = resolve_task(store, req, missing, owner, where=f"evaluations[{i}].task_id")
         out.append(seen[ref])
     return out
 
@@ -129,6 +135,10 @@ def _replayed(store: JobStore, key: str | None, fps: list[str], tenant: str) -> 
     if batch_id is None:
         return None
     jobs = owned_batch(store, batch_id, tenant)
-    if [job_fingerprint(j) for j in jobs] != fps:
+    # an item whose record cannot be read any more (failed, see lookup) cannot be compared: it is not held
+    # against the request
+    if len(jobs) != len(fps) or any(
+        isinstance(j, Job) and job_fingerprint(j) != fp for j, fp in zip(jobs, fps, strict=True)
+    ):
         raise key_reused()
     return batch_view(batch_id, jobs)

@@ -27,7 +27,7 @@ from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import compile_fingerprint, new_job, replayed, scoped_key, submit
 from evalsvc.api.views import compile_view
-from evalsvc.service.records import CompileRequest, CompileView, Job, JobKind, State
+from evalsvc.service.records import BrokenJob, CompileRequest, CompileView, Job, JobKind, State
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
@@ -68,10 +68,10 @@ async def compile_solution(
     def create() -> Job:
         return _create(store, enqueuer, settings, metrics, tenant, body, idempotency_key)
 
-    def fetch() -> Job:
-        return owned_job(store, job.id, JobKind.COMPILE, tenant)
+    def fetch() -> Job | BrokenJob:
+        return owned_job(store, created.id, JobKind.COMPILE, tenant)
 
-    job = await to_thread.run_sync(create)
+    created = await to_thread.run_sync(create)
     job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
     response.status_code = 200 if _done(job) else 202
     response.headers["Location"] = f"/v1/compile/{job.id}"
@@ -94,13 +94,13 @@ async def get_compile(
 ) -> CompileView:
     """The compile job and its report once done; `?wait=N` long-polls."""
 
-    def fetch() -> Job:
+    def fetch() -> Job | BrokenJob:
         return owned_job(store, compile_id, JobKind.COMPILE, principal.tenant)
 
     return compile_view(await poll_until(fetch, _done, min(wait, settings.max_wait_s), request))
 
 
-def _done(job: Job) -> bool:
+def _done(job: Job | BrokenJob) -> bool:
     return job.state is State.DONE
 
 

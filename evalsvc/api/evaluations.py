@@ -17,6 +17,7 @@ from evalsvc.api.deps import (
     WaitQuery,
     current_principal,
 )
+from evalsvc.api.devices import refuse_unserved_classes
 from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_job
@@ -25,6 +26,7 @@ from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import (
     evaluation_job,
     referenced_tasks,
+    refuse_task_code,
     replayed,
     request_fingerprint,
     resolve_task,
@@ -32,7 +34,7 @@ from evalsvc.api.submit import (
     submit,
 )
 from evalsvc.render import render_result
-from evalsvc.service.records import EvaluationRequest, EvaluationView, Job, JobKind, State
+from evalsvc.service.records import BrokenJob, EvaluationRequest, EvaluationView, Job, JobKind, State
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=[Depends(current_principal)])
 
@@ -44,7 +46,7 @@ router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=
     response_model=EvaluationView,
     responses={
         202: follow("get_evaluation", "evaluation_id"),
-        **problem_responses(400, 401, 413, 422, 429, 503),
+        **problem_responses(400, 401, 403, 413, 422, 429, 503),
     },
 )
 def submit_evaluation(
@@ -64,8 +66,10 @@ def submit_evaluation(
     job = replayed(store, key, fp)
     existed = False  # a replay answers as the original did: about the same job
     if job is None:
-        missing = admit(store, settings, tenant, 1, referenced_tasks([body]))
-        task_id = resolve_task(store, body, missing)
+        refuse_task_code(principal, settings.task_authors, [body])
+        refuse_unserved_classes(store, settings, [body])
+        missing = admit(store, settings, tenant, 1, referenced_tasks([body]), principal.owner)
+        task_id = resolve_task(store, body, missing, principal.owner)
         job, existed = submit(store, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
         metrics.submitted("evaluation", existed)
     response.headers["Location"] = f"/v1/evaluations/{job.id}"
@@ -93,7 +97,7 @@ async def get_evaluation(
     """The evaluation and, once `done`, its result document; `?wait=N` returns as soon as it is done;
     `format=text` gives the compact report (under 2,000 tokens with a profile)."""
 
-    def fetch() -> Job:
+    def fetch() -> Job | BrokenJob:
         return owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
 
     job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
@@ -103,5 +107,5 @@ async def get_evaluation(
     return EvaluationView.of(job)
 
 
-def _done(job: Job) -> bool:
+def _done(job: Job | BrokenJob) -> bool:
     return job.state is State.DONE

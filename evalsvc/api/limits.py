@@ -59,12 +59,18 @@ class RateLimiter:
 
 
 def admit(
-    store: JobStore, settings: Settings, tenant: str, new_jobs: int, task_ids: list[str] | None = None
+    store: JobStore,
+    settings: Settings,
+    tenant: str,
+    new_jobs: int,
+    task_ids: list[str] | None = None,
+    owner: str | None = None,
 ) -> set[str]:
     """Refuse new work while the compile queue is at its bound (503: the service is saturated, not the
     caller) or past the tenant's `max_inflight_per_tenant` unfinished jobs (429). Returns which of
-    `task_ids` are unknown (the caller says where they were named): all in one round trip."""
-    depth, inflight, missing = store.admission_facts(COMPILE_QUEUE, tenant, task_ids or [])
+    `task_ids` are unknown to `owner` (not stored, or neither its own nor shared; the caller says where
+    they were named): all in one round trip."""
+    depth, inflight, missing = store.admission_facts(COMPILE_QUEUE, tenant, task_ids or [], owner)
     if depth >= settings.max_queue_depth:
         raise ProblemError(
             503,

@@ -13,18 +13,24 @@
   counted two attempts for one interruption (seen: a job killed once ended `job_abandoned`).
 
 A job queued twice is harmless: the workers skip finished jobs and a result is written once.
+
+One bad record must not stop recovery for everyone: a record that no longer reads as a job (corrupt JSON,
+fields missing, stored options the models now refuse) is failed (`internal_error`, failure
+`record_unreadable`) and dropped from both indexes; any other error on one record is logged and the
+others are swept; an unexpected error of a whole pass is logged and the next pass runs on time.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 import redis
 from anyio import to_thread
 
 from evalsvc.api.enqueue import Enqueuer, QueueUnavailable
-from evalsvc.service.records import State
+from evalsvc.service.records import BrokenJob, State
 from evalsvc.service.state import JobStore
 from workers.celery_app import COMPILE_QUEUE
 
@@ -33,16 +39,34 @@ log = logging.getLogger("evalsvc.api")
 SWEEP_EVERY_S = 5.0
 GRACE_S = 10.0  # longer than a submission takes from store to queue
 
+# Errors that say the store or the broker is away: the pass stops (the next one retries), no record is
+# to blame for them.
+OUTAGES = (redis.ConnectionError, redis.TimeoutError, QueueUnavailable)
+
+
+def _each(what: str, job_ids: list[str], sweep_one: Callable[[str], None]) -> None:
+    """`sweep_one` for every id; an error on one record is logged with its traceback and the others go on."""
+    for job_id in job_ids:
+        try:
+            sweep_one(job_id)
+        except OUTAGES:
+            raise
+        except Exception:
+            log.exception("%s sweep: job %s could not be handled; it is tried again next pass", what, job_id)
+
 
 def requeue_orphans(store: JobStore, enqueuer: Enqueuer, grace_s: float = GRACE_S) -> list[str]:
     """Queue the jobs stored more than `grace_s` ago and still not queued; the ids queued."""
     queued = []
-    for job_id in store.unqueued(grace_s):
-        job = store.get_job(job_id)
-        if job is not None and job.state is State.QUEUED:
+
+    def sweep_one(job_id: str) -> None:
+        job = store.read_job(job_id)  # an unreadable record is failed there, and leaves the index
+        if job is not None and not isinstance(job, BrokenJob) and job.state is State.QUEUED:
             enqueuer.enqueue(job_id)
             queued.append(job_id)
         store.mark_queued(job_id)
+
+    _each("orphan", store.unqueued(grace_s), sweep_one)
     if queued:
         log.warning("queued %d orphaned job(s) stored by a gateway that died: %s", len(queued), queued[:10])
     return queued
@@ -55,31 +79,46 @@ def requeue_stalled(store: JobStore, enqueuer: Enqueuer, after_s: float) -> list
     A job running longer than `after_s` is sent again too, as the broker itself redelivers it then."""
     sent = []
     depths: dict[str, int] = {}  # each queue read once per sweep
-    for job_id in store.stalled(after_s):
-        job = store.get_job(job_id)
-        if job is not None and job.state is not State.DONE:
+
+    def sweep_one(job_id: str) -> None:
+        job = store.read_job(job_id)  # an unreadable record is failed there, and leaves the index
+        if job is not None and not isinstance(job, BrokenJob) and job.state is not State.DONE:
             queue = job.queue if job.state is State.RUNNING and job.queue else COMPILE_QUEUE
             if queue not in depths:
                 depths[queue] = store.queue_depth(queue)
             if depths[queue] > 0:
-                continue
+                return
             enqueuer.enqueue(job_id)
             sent.append(job_id)
         store.touch(job_id)
+
+    _each("stall", store.stalled(after_s), sweep_one)
     if sent:
         log.warning("sent %d stalled job(s) again (their message was lost): %s", len(sent), sent[:10])
     return sent
 
 
+def sweep_once(store: JobStore, enqueuer: Enqueuer, stall_after_s: float, grace_s: float = GRACE_S) -> None:
+    """One pass of both sweeps."""
+    requeue_orphans(store, enqueuer, grace_s)
+    requeue_stalled(store, enqueuer, stall_after_s)
+
+
 async def sweep_forever(
-    store: JobStore, enqueuer: Enqueuer, redelivery_after_s: float, every_s: float = SWEEP_EVERY_S
+    store: JobStore,
+    enqueuer: Enqueuer,
+    redelivery_after_s: float,
+    every_s: float = SWEEP_EVERY_S,
+    grace_s: float = GRACE_S,
 ) -> None:
-    """The gateway's background loop (every gateway process runs one; duplicates are harmless)."""
+    """The gateway's background loop (every gateway process runs one; duplicates are harmless). It ends
+    only when cancelled: an error in one pass is logged and the next pass runs `every_s` later."""
     stall_after_s = 2 * redelivery_after_s  # after the broker's own redelivery had its chance
     while True:
         await anyio.sleep(every_s)
         try:
-            await to_thread.run_sync(requeue_orphans, store, enqueuer)
-            await to_thread.run_sync(requeue_stalled, store, enqueuer, stall_after_s)
+            await to_thread.run_sync(sweep_once, store, enqueuer, stall_after_s, grace_s)
         except (redis.RedisError, QueueUnavailable) as e:
             log.warning("sweep skipped: %s", e)
+        except Exception:
+            log.exception("sweep pass failed; the next one runs in %g s", every_s)

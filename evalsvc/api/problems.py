@@ -49,6 +49,9 @@ class Problem(BaseModel):
     instance: str | None = Field(None, description="the request path")
     code: str = Field(description="machine-readable reason, e.g. rate_limited, batch_too_large")
     errors: list[ValidationItem] | None = Field(None, description="validation errors (422 only)")
+    device_classes: list[str] | None = Field(
+        None, description="the device classes live workers serve now (`unknown_device_class` only)"
+    )
 
 
 class ProblemError(Exception):
@@ -190,10 +193,13 @@ def install_handlers(app: FastAPI) -> None:
 _DESCRIPTIONS = {
     400: "The body could not be decoded (bytes that are not UTF-8) (code `bad_request`).",
     401: "Missing or unknown API key (code `unauthorized`).",
+    403: "This tenant may not register tasks or send them inline (`task_authoring_forbidden`): the "
+    "operator limits that to `task_authors`; evaluate against shared tasks by id.",
     404: "No such resource for this tenant (code `not_found`).",
     413: "Body over `max_body_bytes` (`body_too_large`) or batch over `max_batch` (`batch_too_large`).",
     422: "Malformed JSON (`invalid_json`), schema violation (`validation_error`, with `errors`), invalid "
-    "task (`invalid_task`), unknown task (`unknown_task`) or a reused Idempotency-Key "
+    "task (`invalid_task`), unknown task (`unknown_task`), a device class no live worker serves "
+    "(`unknown_device_class`, with `errors` and the live `device_classes`) or a reused Idempotency-Key "
     "(`idempotency_key_reused`).",
     429: "Per-key rate limit (`rate_limited`) or per-tenant in-flight quota (`tenant_quota`).",
     500: "Unexpected server error (code `internal`).",

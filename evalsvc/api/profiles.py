@@ -1,6 +1,8 @@
 """/v1/tasks/{id}/profile: the reference's profile (eager and torch.compile) on one device class.
 
 Made once per (task, device class) by a GPU worker, queued straight to its queue, kept like a result.
+Only for a task the caller sees (its own or a shared one): another tenant's task is a 404, its profile
+too, with the same problem document as a task or profile that does not exist.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from evalsvc.api.deps import (
     DeviceClassQuery,
     EnqueuerDep,
     FormatQuery,
+    PrincipalDep,
     SettingsDep,
     StoreDep,
     TaskIdPath,
@@ -54,6 +57,7 @@ LINK = {
 )
 def profile_task(
     task_id: TaskIdPath,
+    principal: PrincipalDep,
     store: StoreDep,
     enqueuer: EnqueuerDep,
     response: Response,
@@ -61,7 +65,7 @@ def profile_task(
 ) -> ProfileRecord:
     """Queue the reference's profile on a live GPU worker of `device_class`: 202 when queued now, 200 when
     it exists (or is on its way) already. On a CPU-device worker it ranks operators by CPU time."""
-    if store.task_view(task_id) is None:
+    if store.unknown_tasks([task_id], principal.owner):
         raise not_found("task", task_id)
     existing = store.get_profile(task_id, device_class)
     if existing is not None and existing.error is None:
@@ -100,6 +104,7 @@ def profile_task(
 )
 async def get_task_profile(
     task_id: TaskIdPath,
+    principal: PrincipalDep,
     store: StoreDep,
     settings: SettingsDep,
     request: Request,
@@ -109,7 +114,13 @@ async def get_task_profile(
 ) -> ProfileRecord | PlainTextResponse:
     """The profile once `done` (`?wait=N` long-polls); `format=text` for the compact report."""
 
+    visible: list[bool] = []  # checked on the first read (in a worker thread, as every read here)
+
     def fetch() -> ProfileRecord:
+        if not visible:
+            if store.unknown_tasks([task_id], principal.owner):  # as unknown as a profile never made
+                raise not_found("profile of task", task_id)
+            visible.append(True)
         record = store.get_profile(task_id, device_class)
         if record is None:
             raise not_found("profile of task", task_id)

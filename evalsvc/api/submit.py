@@ -10,6 +10,7 @@ import time
 
 import redis
 
+from evalsvc.api.auth import Principal, may_author_tasks
 from evalsvc.api.enqueue import Enqueuer
 from evalsvc.api.problems import ProblemError
 from evalsvc.core.hashing import content_hash
@@ -18,7 +19,7 @@ from evalsvc.core.outcomes import failure
 from evalsvc.core.results import Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
-from evalsvc.service.records import EvaluationRequest, Job, JobKind, State
+from evalsvc.service.records import BrokenJob, EvaluationRequest, Job, JobKind, State
 from evalsvc.service.state import JobStore, new_id
 
 log = logging.getLogger("evalsvc.api")
@@ -58,13 +59,14 @@ def compile_fingerprint(tenant: str, solution: Solution) -> str:
     return fingerprint(JobKind.COMPILE, tenant, None, solution, EvalOptions(), "default")
 
 
-def register_task(store: JobStore, spec: TaskSpec) -> tuple[str, bool]:
-    """Check what can be checked without running the module (422), then store it by content hash."""
+def register_task(store: JobStore, spec: TaskSpec, owner: str | None) -> tuple[str, bool]:
+    """Check what can be checked without running the module (422), then store it by content hash in
+    `owner`'s namespace (None: the shared one). True when it is new to `owner`."""
     try:
         spec.check_syntax()
     except InvalidTask as e:
         raise ProblemError(422, "invalid_task", str(e)) from None
-    return store.put_task(spec)
+    return store.put_task(spec, owner)
 
 
 def referenced_tasks(requests: list[EvaluationRequest]) -> list[str]:
@@ -72,11 +74,32 @@ def referenced_tasks(requests: list[EvaluationRequest]) -> list[str]:
     return list(dict.fromkeys(r.task_id for r in requests if r.task is None and r.task_id is not None))
 
 
-def resolve_task(store: JobStore, req: EvaluationRequest, missing: set[str], where: str = "task_id") -> str:
-    """The id of the request's task; inline tasks are registered first, unknown ids (`missing`, as
-    `admit` found them) are a 422."""
+def refuse_task_code(
+    principal: Principal, authors: list[str] | None, requests: list[EvaluationRequest]
+) -> None:
+    """A task is code the judge runs: from a tenant the operator does not let author tasks (`task_authors`),
+    a registration or an inline task is refused before anything is stored."""
+    if any(r.task is not None for r in requests):
+        require_task_author(principal, authors)
+
+
+def require_task_author(principal: Principal, authors: list[str] | None) -> None:
+    if not may_author_tasks(principal, authors):
+        raise ProblemError(
+            403,
+            "task_authoring_forbidden",
+            f"tenant {principal.tenant!r} may not register tasks or send them inline on this service; "
+            "evaluate against a shared task by its id (GET /v1/tasks)",
+        )
+
+
+def resolve_task(
+    store: JobStore, req: EvaluationRequest, missing: set[str], owner: str | None, where: str = "task_id"
+) -> str:
+    """The id of the request's task; inline tasks are registered first (in `owner`'s namespace), unknown
+    ids (`missing`, as `admit` found them: not stored, or another tenant's) are a 422."""
     if req.task is not None:
-        return register_task(store, req.task)[0]
+        return register_task(store, req.task, owner)[0]
     assert req.task_id is not None
     if req.task_id in missing:
         raise ProblemError(422, "unknown_task", f"{where}: no task {req.task_id!r}; POST /v1/tasks first")
@@ -162,8 +185,8 @@ def replayed(store: JobStore, idempotency_key: str | None, fingerprint_: str) ->
     if idempotency_key is None:
         return None
     job_id = store.idempotent_lookup(idempotency_key)
-    job = store.get_job(job_id) if job_id else None
-    if job is None:
+    job = store.read_job(job_id) if job_id else None
+    if job is None or isinstance(job, BrokenJob):  # unreadable, hence failed now: the key makes a fresh job
         return None
     if job_fingerprint(job) != fingerprint_:
         raise key_reused()

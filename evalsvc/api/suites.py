@@ -1,5 +1,9 @@
 """/v1/suites: named, versioned sets of tasks that trainers draw from (deterministic samples, a fixed
-train/held-out split, filtered by vet status on a device class)."""
+train/held-out split, filtered by vet status on a device class).
+
+Names are per-tenant namespaces: a tenant reads and writes its own suites and reads the shared (operator's)
+ones; another tenant's suite of a name is never read nor touched (its POST of that name makes its own).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
-from evalsvc.api.deps import StoreDep, current_principal
+from evalsvc.api.deps import PrincipalDep, StoreDep, current_principal
 from evalsvc.api.lookup import not_found
 from evalsvc.api.problems import ProblemError, problem_responses
-from evalsvc.core.pools import SUITE_NAME, CreateSuite, Split, Suite, SuiteSummary, SuiteTasks, VetStatus
-from evalsvc.service.pools import PoolStore
+from evalsvc.core.pools import SUITE_NAME, CreateSuite, Split, SuiteSummary, SuiteTasks, VetStatus
+from evalsvc.service.pools import PoolStore, summary
 
 router = APIRouter(prefix="/v1/suites", tags=["suites"], dependencies=[Depends(current_principal)])
 
@@ -27,9 +31,10 @@ SuiteName = Annotated[str, Path(pattern=SUITE_NAME, description="suite name")]
 @router.get(
     "", name="list_suites", response_model=list[SuiteSummary], responses=problem_responses(401, 429, 503)
 )
-def list_suites(pools: PoolsDep) -> list[SuiteSummary]:
-    """Every suite at its latest version."""
-    return pools.suites()
+def list_suites(principal: PrincipalDep, pools: PoolsDep) -> list[SuiteSummary]:
+    """The caller's suites and the shared ones (but those its own of the same name hide), each at its
+    latest version."""
+    return pools.suites(principal.owner)
 
 
 @router.post(
@@ -42,10 +47,13 @@ def list_suites(pools: PoolsDep) -> list[SuiteSummary]:
         **problem_responses(400, 401, 413, 422, 429, 503),
     },
 )
-def create_suite(body: CreateSuite, store: StoreDep, pools: PoolsDep, response: Response) -> SuiteSummary:
-    """Make a suite from registered tasks: 201 with a new version when the set (or split) changed, 200
-    when the latest version is the same."""
-    unknown = store.missing_tasks(list(dict.fromkeys(body.task_ids)))
+def create_suite(
+    body: CreateSuite, principal: PrincipalDep, store: StoreDep, pools: PoolsDep, response: Response
+) -> SuiteSummary:
+    """Make one of the caller's suites from tasks it sees (its own or shared): 201 with a new version when
+    the set (or split) changed, 200 when the latest version is the same. A shared suite of the name is
+    left as it is: the caller gets its own, which it sees from then on instead."""
+    unknown = store.unknown_tasks(list(dict.fromkeys(body.task_ids)), principal.owner)
     if unknown:
         raise ProblemError(
             422,
@@ -53,20 +61,15 @@ def create_suite(body: CreateSuite, store: StoreDep, pools: PoolsDep, response: 
             f"{len(unknown)} unknown task ids, e.g. {', '.join(unknown[:5])}; POST /v1/tasks first",
         )
     suite, changed = pools.save_suite(
-        body.name, body.task_ids, body.description, body.split_seed, body.heldout_fraction
+        body.name,
+        body.task_ids,
+        body.description,
+        body.split_seed,
+        body.heldout_fraction,
+        owner=principal.owner,
     )
     response.status_code = 201 if changed else 200
-    return _summary(suite)
-
-
-def _summary(s: Suite) -> SuiteSummary:
-    return SuiteSummary(
-        name=s.name,
-        version=s.version,
-        description=s.description,
-        size=len(s.task_ids),
-        created_at=s.created_at,
-    )
+    return summary(suite, shared=principal.owner is None)
 
 
 @router.get(
@@ -77,6 +80,7 @@ def _summary(s: Suite) -> SuiteSummary:
 )
 def suite_tasks(
     name: SuiteName,
+    principal: PrincipalDep,
     pools: PoolsDep,
     sample: Annotated[int | None, Query(ge=1, le=100_000, description="draw this many tasks")] = None,
     seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="same seed, same draw")] = 0,
@@ -90,10 +94,12 @@ def suite_tasks(
         list[VetStatus] | None, Query(description="keep tasks with these vet statuses (needs device_class)")
     ] = None,
 ) -> SuiteTasks:
-    """A suite's tasks, or a deterministic sample of them."""
-    suite = pools.suite(name, version)
-    if suite is None:
+    """A suite's tasks, or a deterministic sample of them: the caller's suite of that name, else the
+    shared one."""
+    found = pools.visible_suite(name, version, principal.owner)
+    if found is None:
         raise not_found("suite", name if version is None else f"{name} v{version}")
+    suite, _ = found
     if status and device_class is None:
         raise ProblemError(422, "device_class_required", "filtering by vet status needs a device_class")
     return pools.suite_tasks(

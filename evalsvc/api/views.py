@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import Status
-from evalsvc.service.records import BatchItem, BatchView, CompileView, Job, State, TaskView
+from evalsvc.service.records import BatchItem, BatchView, BrokenJob, CompileView, Job, State, TaskView
 
 
 class TaskPage(BaseModel):
@@ -35,7 +35,7 @@ class ReadyView(BaseModel):
     missing: list[str] = Field(description="what keeps the service from being ready")
 
 
-def batch_view(batch_id: str, jobs: list[Job]) -> BatchView:
+def batch_view(batch_id: str, jobs: list[Job] | list[Job | BrokenJob]) -> BatchView:
     items = [
         BatchItem(
             id=j.id,
@@ -49,7 +49,15 @@ def batch_view(batch_id: str, jobs: list[Job]) -> BatchView:
     return BatchView(id=batch_id, total=len(jobs), done=done, items=items)
 
 
-def compile_view(job: Job) -> CompileView:
+def compile_view(job: Job | BrokenJob) -> CompileView:
+    if isinstance(job, BrokenJob):
+        failed = job.result
+        return CompileView(
+            id=job.id,
+            state=job.state,
+            status=failed.status if failed else None,
+            message=failed.message if failed else None,
+        )
     report = job.compile_report
     status: Status | None = None
     if job.result is not None:

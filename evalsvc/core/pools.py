@@ -175,6 +175,11 @@ class SuiteSummary(BaseModel):
     description: str
     size: int
     created_at: float
+    shared: bool = Field(
+        False,
+        description="the operator's suite: readable by every tenant, written by none (a tenant's POST of "
+        "its name makes the tenant's own suite, which it then sees instead)",
+    )
 
 
 class Distribution(BaseModel):

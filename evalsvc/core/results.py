@@ -32,6 +32,8 @@ class FailureKind(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # the compile sandbox (Docker engine) was unreachable
     JOB_ABANDONED = "job_abandoned"  # the job killed its worker on every attempt, up to max_attempts
     WORKER_ERROR = "worker_error"  # an unexpected error of ours in the worker around the evaluation
+    # The job's stored record no longer reads as a job (corrupt, fields missing, values refused): failed unrun
+    RECORD_UNREADABLE = "record_unreadable"
 
 
 class TimingStats(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any
 
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.engine.runner import READY, RunnerSetup, runner_main
-from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
+from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
 from evalsvc.sandbox.template_env import use_clean_template
 
 log = logging.getLogger("evalsvc.launcher")
@@ -128,10 +128,9 @@ class RunnerHandle:
         return f"the candidate process ended ({how})" + self.log_tail()
 
     def log_tail(self, limit: int = 1500) -> str:
-        try:
-            text = (self.scratch / "candidate.log").read_bytes()[-limit:].decode(errors="replace").strip()
-        except OSError:
-            return ""
+        owner = self.uid if self.isolated else os.getuid()
+        tail = untrusted_file_tail(self.scratch / "candidate.log", limit, owner)
+        text = tail.decode(errors="replace").strip()
         return f"; its last output:\n{text}" if text else ""
 
     def kill(self) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 
 from evalsvc.core.profiles import NcuKernel, ncu_limiter
+from evalsvc.sandbox.isolation import untrusted_file_tail
+from evalsvc.sandbox.template_env import template_environment
 
 METRICS = {
     "gpu__time_duration.sum": "duration",
@@ -70,8 +72,13 @@ class NcuProbe:
                 "--launch-count", str(self.launch_count), "--metrics", ",".join(METRICS),
                 *target_command(work),
             ]  # fmt: skip
-            proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True, cwd=work
+            proc = subprocess.Popen(  # the target inherits ncu's environment: the template's, no secret
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=work,
+                env=template_environment(os.environ),
             )
             try:
                 out, _ = proc.communicate(timeout=self.timeout_s)
@@ -124,10 +131,7 @@ def _ncu_error(text: str, code: int | None) -> str:
 
 def _log_tail(log: Path) -> str:
     """The profiled process's last words (its traceback, or the candidate's own output): why it exited."""
-    try:
-        tail = log.read_bytes()[-400:].decode(errors="replace").strip()
-    except OSError:
-        return ""
+    tail = untrusted_file_tail(log, 400).decode(errors="replace").strip()
     return f"; the profiled process wrote: {tail}" if tail else ""
 
 

@@ -5,9 +5,14 @@ Backends (Docker, a local process) implement `CompileSandbox`; the compile stage
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+_JOB: ContextVar[str | None] = ContextVar("evalsvc_sandbox_job", default=None)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -60,3 +65,19 @@ class CompileSandbox(Protocol):
 
     def check(self) -> None:
         """Raise SandboxUnavailable with a reason if this backend cannot run jobs here."""
+
+
+@contextmanager
+def sandbox_job(job_id: str) -> Iterator[None]:
+    """Runs started inside (this thread, this context) serve job `job_id`: a backend that labels what it
+    starts says so (Docker: the `evalsvc.job` label of each container)."""
+    token = _JOB.set(job_id)
+    try:
+        yield
+    finally:
+        _JOB.reset(token)
+
+
+def current_job() -> str | None:
+    """The job the runs started now serve (`sandbox_job`), if the caller said."""
+    return _JOB.get()

@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +39,16 @@ import requests.exceptions
 from docker.client import DockerClient
 from docker.models.containers import Container
 
-from evalsvc.sandbox.base import Mount, SandboxLimits, SandboxRun, SandboxUnavailable
+from evalsvc.sandbox.base import Mount, SandboxLimits, SandboxRun, SandboxUnavailable, current_job
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "evalsvc-compile:local"
 ROLE_LABEL = "evalsvc.role"
 OWNER_LABEL = "evalsvc.owner"
-OWNER_PROCESS_LABEL = "evalsvc.owner-process"  # "<pid>:<start time in clock ticks>" of the creator
-RUN_LABEL = "evalsvc.run"
+OWNER_PROCESS_LABEL = "evalsvc.owner-process"  # the creator's process_identity(): pid, start time, boot
+RUN_LABEL = "evalsvc.run"  # one per run(), unique
+JOB_LABEL = "evalsvc.job"  # the job the run served, where the caller said (base.sandbox_job)
 ROLE = "compile"
 SANDBOX_USER = "65532:65532"
 PACKAGE_MOUNT_POINT = "/opt/evalsvc/evalsvc"
@@ -62,6 +64,11 @@ DEFAULT_BASE_ENV: Mapping[str, str] = {
 }
 
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+# The RUN_LABEL of every run() of this process from before its container is created until it is removed:
+# a reap in this process (the heartbeat's, another sandbox object's) leaves those alone, and takes this
+# process' other containers (one whose removal failed).
+_RUNS_IN_FLIGHT: set[str] = set()
+_RUNS_LOCK = threading.Lock()
 _KILL_GRACE_S = 30.0
 _OUTPUT_DRAIN_S = 10.0
 
@@ -167,10 +174,10 @@ class DockerSandbox:
     """Runs each command in a fresh container of the compile image, then removes it.
 
     `owner` must identify this worker stably across restarts (e.g. its Celery node name): it is
-    written as a label on every container, with the creating process (pid and start time), so that
-    `reap_leftovers()` can remove what dead processes of the same worker left while sibling processes
-    (a prefork pool's children share the owner) keep their running containers. The Docker client is
-    created on first use, so constructing a sandbox does no I/O.
+    written as a label on every container, with the creating process (pid, start time and the host's
+    boot) and the job, so that `reap_leftovers()` can remove what dead processes of the same worker left
+    while sibling processes (a prefork pool's children share the owner) keep their running containers.
+    The Docker client is created on first use, so constructing a sandbox does no I/O.
     """
 
     name = "docker"
@@ -228,18 +235,27 @@ class DockerSandbox:
         if not argv:
             raise ValueError("argv must not be empty")
         spec = self._container_spec(argv, mounts, limits, env)
-        with self._errors("creating the container"):
-            container = self._docker().containers.create(**spec)
+        run_id = spec["labels"][RUN_LABEL]
+        with _RUNS_LOCK:
+            _RUNS_IN_FLIGHT.add(run_id)
         try:
-            return self._execute(container, limits)
+            with self._errors("creating the container"):
+                container = self._docker().containers.create(**spec)
+            try:
+                return self._execute(container, limits)
+            finally:
+                self._remove(container)
         finally:
-            self._remove(container)
+            with _RUNS_LOCK:
+                _RUNS_IN_FLIGHT.discard(run_id)
 
     def reap_leftovers(self) -> list[str]:
-        """Remove this owner's containers whose creating process is gone; returns their ids.
+        """Remove this owner's leftover containers; returns their ids. A leftover is one whose creating
+        process is gone (a dead pool child, an earlier boot of the host; a container without the label),
+        or one of this process' own that no run() of it is using.
 
-        Safe at any time in any process of the worker: a container whose creator still runs (this
-        process, or a sibling in the same pool) is left alone.
+        Safe at any time in any process of the worker: a sibling's container (another child of the same
+        pool, the same owner) is left alone while the sibling lives, whether its run is going or not.
         """
         labels: list[str] = [f"{ROLE_LABEL}={ROLE}", f"{OWNER_LABEL}={self.owner}"]
         filters: dict[str, str | list[str] | bool] = {"label": labels}
@@ -248,7 +264,17 @@ class DockerSandbox:
             # skip it (a 404 here failed a compile job as "sandbox unavailable", 1 run in ~20 of
             # test_redis_restart_during_a_batch).
             found = self._docker().containers.list(all=True, filters=filters, ignore_removed=True)
-        leftovers = [c for c in found if not process_alive(c.labels.get(OWNER_PROCESS_LABEL, ""))]
+        me = process_identity(os.getpid())
+        with _RUNS_LOCK:
+            in_flight = set(_RUNS_IN_FLIGHT)
+
+        def leftover(container: Container) -> bool:
+            creator = container.labels.get(OWNER_PROCESS_LABEL, "")
+            if creator == me:
+                return container.labels.get(RUN_LABEL) not in in_flight
+            return not process_alive(creator)
+
+        leftovers = [c for c in found if leftover(c)]
         for container in leftovers:
             log.warning("removing leftover compile container %s", container.short_id)
             self._remove(container)
@@ -348,6 +374,7 @@ class DockerSandbox:
                 OWNER_LABEL: self.owner,
                 OWNER_PROCESS_LABEL: process_identity(os.getpid()),
                 RUN_LABEL: uuid.uuid4().hex,
+                **({JOB_LABEL: job} if (job := current_job()) else {}),
             },
             "hostname": "sandbox",
             "network_mode": "none",
@@ -421,19 +448,35 @@ class DockerSandbox:
 
 
 def process_identity(pid: int) -> str:
-    """`<pid>:<start time>`: names one process even after its pid is reused ("" when it is gone)."""
+    """`<pid>:<start time>@<boot id>`: names one process of this host even after its pid is reused, or
+    the host rebooted (a worker started at boot can get the same pid and start time again) ("" when it is
+    gone). Start time is in clock ticks since boot, so only the boot id tells two boots apart."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
     # Field 22 (starttime) counted after the command name, which is in parentheses and may hold spaces.
-    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}"
+    return f"{pid}:{stat.rsplit(')', 1)[1].split()[19]}@{_boot_id()}"
 
 
 def process_alive(identity: str) -> bool:
-    """Whether the process a label names still runs (a missing or malformed label: no)."""
+    """Whether the process a label names still runs (a missing or malformed label, or one written in an
+    earlier boot: no). A label of the older `<pid>:<start time>` form, without the boot, is compared as
+    such: a container of a sibling that an older version started is not a leftover while it lives."""
     pid, _, _ = identity.partition(":")
-    return pid.isdigit() and process_identity(int(pid)) == identity
+    if not pid.isdigit():
+        return False
+    current = process_identity(int(pid))
+    return current == identity if "@" in identity else current.partition("@")[0] == identity
+
+
+@cache
+def _boot_id() -> str:
+    """This boot of the host's kernel (the same inside a container)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
 
 
 def _docker_mount(m: Mount) -> docker.types.Mount:

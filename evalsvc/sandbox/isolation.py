@@ -8,6 +8,7 @@ import glob
 import os
 import platform
 import re
+import stat
 import sys
 import sysconfig
 from collections.abc import Sequence
@@ -16,6 +17,13 @@ from dataclasses import dataclass, field
 SANDBOX_UID = 65532
 RUNNER_UID_BASE = 65100
 RUNNER_UIDS = 16  # per device: 65100-65115 for the CPU device, 65116 + 16N ... for cuda:N
+# The process compile sandbox (above the runner uids of up to 16 devices): a uid of its own for each build in
+# flight on a host (65400-65463, held through a lock file), so that whatever the build starts can be found
+# and killed by uid when it ends, and each one's killer uid (65464-65527), which no process has but the one
+# that kills that build's processes.
+COMPILE_UID_BASE = 65400
+COMPILE_UIDS = 64
+COMPILE_KILLER_UID_BASE = COMPILE_UID_BASE + COMPILE_UIDS
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -40,6 +48,25 @@ def runner_uid(device: str, slot: int = 0) -> int:
         return RUNNER_UID_BASE + slot
     _, _, index = device.partition(":")
     return RUNNER_UID_BASE + RUNNER_UIDS * (1 + (int(index) if index else 0)) + slot
+
+
+def untrusted_file_tail(path: str | os.PathLike[str], limit: int, owner: int | None = None) -> bytes:
+    """The last `limit` bytes of a file an untrusted process could have replaced (its log, in a directory
+    it owns), read by a privileged one: never through a link (a runner that swapped its log for a link
+    to /proc/self/environ made the judge read its own secrets), only a plain file with one name, owned by
+    `owner` when given. b"" for anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or (owner is not None and st.st_uid != owner):
+            return b""
+        os.lseek(fd, max(0, st.st_size - limit), os.SEEK_SET)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def unshare_network() -> None:
@@ -75,7 +102,24 @@ AT_RECURSIVE = 0x8000
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
 
 # The operator's secrets (service credentials, tokens): hidden even where a directory above them is needed.
-SECRET_DIRS = ("/etc/evalsvc", "/run/secrets")
+# Besides our own, where hosts keep service environments and package-index or registry credentials.
+SECRET_DIRS = (
+    "/etc/evalsvc", "/run/secrets", "/etc/default", "/etc/sysconfig", "/etc/systemd", "/etc/docker",
+    "/etc/ssl/private", "/etc/apt/auth.conf.d",
+)  # fmt: skip
+SECRET_FILE_NAMES = ("/etc/environment", "/etc/pip.conf", "/etc/apt/auth.conf", "/etc/netrc")
+
+
+def secret_files() -> list[str]:
+    """Single files with credentials in places the view must show: /etc's, and pip's configuration in
+    each Python prefix (an index URL with a token)."""
+    prefixes = dict.fromkeys([sys.prefix, sys.base_prefix, sys.exec_prefix])
+    return [
+        *SECRET_FILE_NAMES,
+        *(os.path.join(p, name) for p in prefixes for name in ("pip.conf", "pip.ini")),
+    ]
+
+
 # Present in the view, empty and read-only: programs expect them; the runner's TMPDIR is its scratch.
 EMPTY_DIRS = ("/tmp", "/var/tmp")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib*", "/etc", "/dev", "/sys")  # /lib* as a glob: lib64, lib32...
@@ -107,12 +151,12 @@ def runner_view_paths() -> list[str]:
     - SYSTEM_DIRS: the C library, the dynamic linker and its cache (/etc/ld.so.cache), the compilers that
       Triton and inductor call (gcc, /usr/include), CUDA under /usr/local, the device nodes (/dev/nvidia*),
       and the topology that CUDA and NVML read (/sys/bus/pci, /sys/devices/system/node). /etc without
-      SECRET_DIRS, which `private_filesystem_view` covers.
+      SECRET_DIRS and `secret_files()`, which `private_filesystem_view` covers.
     - The Python prefixes, the interpreter's directory and sysconfig's paths: the standard library, the
       C headers (Python.h) that Triton's and inductor's helpers are built against, a venv's base Python.
-    - Every absolute directory on sys.path (site-packages: torch, triton, setuptools, and the NVIDIA pip
-      wheels' libraries, nvidia/*/lib). Not '' or a relative entry: those name the working directory, which
-      after isolation is the scratch.
+    - The sys.path entries that hold installed libraries (site-packages: torch, triton, setuptools, and
+      the NVIDIA pip wheels' libraries, nvidia/*/lib). Not a project directory (the working directory of
+      `python -m`, a script's directory): a red team read an operator's env file beside the code there.
     - Where every imported top-level package or module lives: an editable install (evalsvc itself in
       development) is found through a finder, not a sys.path entry, and the runner imports more of it
       after isolation.
@@ -127,11 +171,27 @@ def runner_view_paths() -> list[str]:
     env = os.environ
     paths = [found for pattern in SYSTEM_DIRS for found in sorted(glob.glob(pattern))]
     paths += [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix]
-    paths += [os.path.dirname(sys.executable), *sysconfig.get_paths().values(), *sys.path]
+    paths += [os.path.dirname(sys.executable), *sysconfig.get_paths().values(), *_library_path_entries()]
     paths += _module_locations() + _mapped_file_dirs()
     paths += [env.get("CUDA_HOME", ""), env.get("CUDA_PATH", "")]
     paths += env.get("LD_LIBRARY_PATH", "").split(":") + _ld_so_conf_dirs("/etc/ld.so.conf")
     return [p for p in dict.fromkeys(paths) if isinstance(p, str) and os.path.isabs(p)]
+
+
+def _library_path_entries() -> list[str]:
+    """The sys.path entries that hold installed libraries (site-packages, the prefixes' own, archives).
+    Not a project directory (the working directory of `python -m`, a script's directory, a PYTHONPATH
+    checkout): what lies beside the code there (an env file, the operator's notes) is not the runner's,
+    and what the runner imports from there is already in `_module_locations`."""
+    prefixes = [
+        p for p in dict.fromkeys([sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix])
+    ]
+    return [
+        p
+        for p in sys.path
+        if p.endswith(("site-packages", "dist-packages", ".zip", ".egg"))
+        or any(_within(p, prefix) for prefix in prefixes)
+    ]
 
 
 def _module_locations() -> list[str]:
@@ -401,6 +461,10 @@ def _build_view(root: str, plan: _ViewPlan, secret_dirs: Sequence[str]) -> None:
             _mount("tmpfs", root + real, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
         elif path in EMPTY_DIRS:
             _make_dirs(root, real, plan)
+    for path in secret_files():
+        real = _walk_links(path)[1]
+        if plan.bound(real) and os.path.isfile(real):  # an empty file in its place
+            _mount("/dev/null", root + real, None, MS_BIND)
     _make_dirs(root, "/proc", plan)
     _mount_own_proc(root + "/proc")
     _make_dirs(root, plan.cover, plan)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing as mp
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -21,30 +22,28 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-# What the interpreter, the dynamic linker, CUDA, torch and Triton read at import or device start.
+# What the interpreter, the dynamic linker, CUDA, torch and Triton read at import or device start: names,
+# not prefixes (a red team carried a password in TRITON_REMOTE_CACHE_URL through a kept prefix).
 KEEP_NAMES = frozenset(
     {
         "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
         "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONHASHSEED", "VIRTUAL_ENV",
         "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+        "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING",
+        "CUDA_LAUNCH_BLOCKING", "CUDA_CACHE_DISABLE", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+        "TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_LIBCUDA_PATH", "TORCH_CUDA_ARCH_LIST",
     }
 )  # fmt: skip
-KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCHINDUCTOR_")
-# A kept prefix still never carries one of these (a deployment may name a token CUDA_..._TOKEN).
-CREDENTIAL_MARKS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+# A value with credentials in it (scheme://user:password@host) is dropped whatever its name.
+CREDENTIAL_URL = re.compile(r"://[^/@\s]*:[^/@\s]*@")
 
 _lock = threading.Lock()
 _wrapper: Path | None = None
 
 
 def template_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The only variables the runner template starts with."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if (name in KEEP_NAMES or name.startswith(KEEP_PREFIXES))
-        and not any(mark in name.upper() for mark in CREDENTIAL_MARKS)
-    }
+    """The only variables the runner template (and Nsight Compute's target) starts with."""
+    return {k: v for k, v in environ.items() if k in KEEP_NAMES and not CREDENTIAL_URL.search(v)}
 
 
 def use_clean_template(ctx: mp.context.BaseContext) -> None:
@@ -60,7 +59,7 @@ def use_clean_template(ctx: mp.context.BaseContext) -> None:
 def _write_wrapper(env: Mapping[str, str]) -> Path:
     envbin = shutil.which("env") or "/usr/bin/env"
     assigns = " ".join(shlex.quote(f"{k}={v}") for k, v in sorted(env.items()))
-    script = f"#!/bin/sh\nexec {shlex.quote(envbin)} -i {assigns} {shlex.quote(sys.executable)} \"$@\"\n"
+    script = f'#!/bin/sh\nexec {shlex.quote(envbin)} -i {assigns} {shlex.quote(sys.executable)} "$@"\n'
     # A directory only this process's user can write: the wrapper runs with the worker's privileges.
     directory = Path(tempfile.mkdtemp(prefix="evalsvc-template-"))
     path = directory / "python"

@@ -7,8 +7,9 @@ from enum import StrEnum
 from pydantic import BaseModel, Field, model_validator
 
 from evalsvc.core.options import EvalOptions
+from evalsvc.core.outcomes import failure
 from evalsvc.core.profiles import DeviceFacts, ReferenceProfile
-from evalsvc.core.results import CompileReport, EvaluationResult, Status
+from evalsvc.core.results import CompileReport, EvaluationResult, FailureKind, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
 
@@ -49,6 +50,15 @@ class BatchRequest(BaseModel):
     evaluations: list[EvaluationRequest] = Field(min_length=1)
 
 
+class Deliveries(BaseModel):
+    """How many times each stage of a job was delivered to a worker while the job was unfinished: every
+    delivery counts (one interrupted by a worker's death, the broker's redelivery, a duplicate racing one
+    still running), and nothing resets these counts; a delivery that finds the job done is not counted."""
+
+    compile: int = Field(0, ge=0, description="deliveries to a compile worker")
+    evaluate: int = Field(0, ge=0, description="deliveries to a device (GPU or CPU-device) worker")
+
+
 class Job(BaseModel):
     """The system of record for one evaluation or compile job, kept in Redis."""
 
@@ -62,11 +72,41 @@ class Job(BaseModel):
     tenant: str = "anonymous"
     created_at: float
     updated_at: float
-    attempts: int = 0
+    attempts: int = 0  # deliveries of the stage it is in (restarts when routed); what max_attempts bounds
+    # Counted in the job's Redis hash, beside the document (`JobStore.bump_attempts`), never in it
+    deliveries: Deliveries = Field(default_factory=Deliveries, exclude=True)
     artifact_key: str | None = None
     queue: str | None = None
     result: EvaluationResult | None = None
     compile_report: CompileReport | None = None
+
+
+class BrokenJob(BaseModel):
+    """What can still be read of a stored job record that no longer reads as a `Job` (corrupt JSON,
+    fields missing, values the current models refuse): enough to answer for it, and to fail it."""
+
+    id: str
+    reason: str = Field(description="why the record could not be read (no field values quoted)")
+    state: State = State.DONE
+    kind: JobKind | None = None
+    tenant: str | None = Field(None, description="None when the owner cannot be read: nobody is shown it")
+    task_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    attempts: int = 0
+    options: EvalOptions = Field(default_factory=EvalOptions)
+
+    @property
+    def result(self) -> EvaluationResult | None:
+        """The failure it ended with (None while the store still holds it as unfinished)."""
+        if self.state is not State.DONE:
+            return None
+        what = "compile job" if self.kind is JobKind.COMPILE else "evaluation"
+        msg = (
+            f"the stored record of this {what} could not be read ({self.reason}); "
+            "it was failed without running: submit it again"
+        )
+        return failure(Status.INTERNAL_ERROR, msg[:2000], self.options, failure=FailureKind.RECORD_UNREADABLE)
 
 
 class EvaluationView(BaseModel):
@@ -77,14 +117,22 @@ class EvaluationView(BaseModel):
     task_id: str | None
     created_at: float
     updated_at: float
-    attempts: int
+    attempts: int = Field(
+        description="deliveries of the stage the job is in (compile, then device: it restarts when the job "
+        "is routed to a device worker); a job whose stage is delivered more than the service's max_attempts "
+        "times ends internal_error / job_abandoned"
+    )
+    deliveries: Deliveries = Field(
+        default_factory=Deliveries,
+        description="every delivery of the job to a worker while it was unfinished, by stage, never reset",
+    )
     deduplicated: bool = False
     status: Status | None = None
     reward: float | None = None
     result: EvaluationResult | None = None
 
     @classmethod
-    def of(cls, job: Job, deduplicated: bool = False) -> EvaluationView:
+    def of(cls, job: Job | BrokenJob, deduplicated: bool = False) -> EvaluationView:
         r = job.result
         return cls(
             id=job.id,
@@ -93,6 +141,7 @@ class EvaluationView(BaseModel):
             created_at=job.created_at,
             updated_at=job.updated_at,
             attempts=job.attempts,
+            deliveries=job.deliveries if isinstance(job, Job) else Deliveries(),
             deduplicated=deduplicated,
             status=r.status if r else None,
             reward=r.reward if r else None,
@@ -129,6 +178,10 @@ class TaskView(BaseModel):
     created_at: float
     warnings: list[str] = Field(
         default_factory=list, description="found by the GPU side on evaluation: what makes this task weak"
+    )
+    shared: bool = Field(
+        False,
+        description="the operator's task, readable by every tenant (it may be the caller's own as well)",
     )
 
 

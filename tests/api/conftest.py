@@ -173,11 +173,18 @@ def gw(make_gateway: GatewayFactory) -> Gateway:
     return make_gateway()
 
 
-@pytest.fixture
-def task_id(gw: Gateway) -> str:
-    r = gw.client.post("/v1/tasks", json={"source": TASK_SOURCE, "name": "relu"}, headers=AUTH_A)
+def register(gw: Gateway, headers: dict[str, str], **task: object) -> str:
+    """Register the relu task (or `task`'s fields) as the caller of `headers`: tasks are per tenant."""
+    body = {"source": TASK_SOURCE, "name": "relu", **task}
+    r = gw.client.post("/v1/tasks", json=body, headers=headers)
     assert r.status_code in (200, 201), r.text
     return r.json()["id"]
+
+
+@pytest.fixture
+def task_id(gw: Gateway) -> str:
+    """The relu task, registered by tenant A (only A sees it; `register` it for B too where needed)."""
+    return register(gw, AUTH_A)
 
 
 def assert_problem(r: httpx.Response, status: int, code: str) -> dict:

@@ -16,6 +16,7 @@ from tests.api.conftest import (
     GatewayFactory,
     assert_problem,
     free_port,
+    register,
     solution,
 )
 
@@ -45,6 +46,7 @@ def test_authenticator_maps_keys_to_tenants() -> None:
 
 def test_auth_off_is_anonymous(make_gateway: GatewayFactory, task_id: str) -> None:
     gw = make_gateway(api_keys={})
+    assert register(gw, {}) == task_id  # tenant A's task is not the operator's: registered again, shared
     r = gw.client.post("/v1/evaluations", json={"task_id": task_id, "solution": solution()})
     assert r.status_code == 202
     assert gw.store.get_job(r.json()["id"]).tenant == "anonymous"  # type: ignore[union-attr]
@@ -82,7 +84,7 @@ def test_tenant_quota(make_gateway: GatewayFactory, task_id: str) -> None:
     r = gw.client.post("/v1/evaluations", json={"task_id": task_id, "solution": solution(9)}, headers=AUTH_A)
     assert_problem(r, 429, "tenant_quota")
     assert int(r.headers["retry-after"]) >= 1
-    other = {"task_id": task_id, "solution": solution(9)}
+    other = {"task_id": register(gw, AUTH_B), "solution": solution(9)}
     assert gw.client.post("/v1/evaluations", json=other, headers=AUTH_B).status_code == 202
     job = gw.store.get_job(gw.enqueuer.job_ids[0])
     assert job is not None and gw.store.finish(job)
@@ -123,6 +125,7 @@ def test_other_tenants_jobs_are_not_found(gw: Gateway, task_id: str) -> None:
     job_id = r.json()["id"]
     assert gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_A).status_code == 200
     assert_problem(gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_B), 404, "not_found")
-    # and the same work by another tenant is its own job
+    # and the same work by another tenant (which registered the same task) is its own job
+    assert register(gw, AUTH_B) == task_id
     r_b = gw.client.post("/v1/evaluations", json={"task_id": task_id, "solution": solution()}, headers=AUTH_B)
     assert r_b.json()["id"] != job_id and r_b.json()["deduplicated"] is False

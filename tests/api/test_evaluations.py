@@ -9,7 +9,7 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import failure
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.service.state import JobStore
-from tests.api.conftest import AUTH_A, TASK_SOURCE, Gateway, assert_problem, solution
+from tests.api.conftest import AUTH_A, AUTH_B, TASK_SOURCE, Gateway, assert_problem, register, solution
 
 
 def finish_later(store: JobStore, job_id: str, delay_s: float, result: EvaluationResult) -> threading.Thread:
@@ -68,9 +68,10 @@ def test_idempotency_key_gives_the_same_job(gw: Gateway, task_id: str) -> None:
 
 
 def test_idempotency_key_is_scoped_per_tenant(gw: Gateway, task_id: str) -> None:
+    assert register(gw, AUTH_B) == task_id
     body = {"task_id": task_id, "solution": solution()}
     a = gw.client.post("/v1/evaluations", json=body, headers={**AUTH_A, "Idempotency-Key": "k"})
-    b = gw.client.post("/v1/evaluations", json=body, headers={"X-API-Key": "key-b", "Idempotency-Key": "k"})
+    b = gw.client.post("/v1/evaluations", json=body, headers={**AUTH_B, "Idempotency-Key": "k"})
     assert a.json()["id"] != b.json()["id"]
 
 

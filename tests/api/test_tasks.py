@@ -10,9 +10,10 @@ from tests.api.conftest import AUTH_A, AUTH_B, SOLUTION, TASK_SOURCE, Gateway, a
 def test_registration_is_idempotent(gw: Gateway) -> None:
     body = {"source": TASK_SOURCE, "meta": {"atol": 0.001}}
     first = gw.client.post("/v1/tasks", json=body, headers=AUTH_A)
-    again = gw.client.post("/v1/tasks", json=body, headers=AUTH_B)
-    assert (first.status_code, again.status_code) == (201, 200)
-    assert first.json()["id"] == again.json()["id"]
+    again = gw.client.post("/v1/tasks", json=body, headers=AUTH_A)
+    other_tenant = gw.client.post("/v1/tasks", json=body, headers=AUTH_B)  # new to B (test_tenancy.py)
+    assert (first.status_code, again.status_code, other_tenant.status_code) == (201, 200, 201)
+    assert first.json()["id"] == again.json()["id"] == other_tenant.json()["id"]
     assert first.headers["location"] == f"/v1/tasks/{first.json()['id']}"
     other_meta = gw.client.post("/v1/tasks", json={"source": TASK_SOURCE}, headers=AUTH_A)
     assert other_meta.status_code == 201 and other_meta.json()["id"] != first.json()["id"]

@@ -7,10 +7,12 @@ Set up the host with docker/ensure-docker.sh.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -21,13 +23,16 @@ import docker.errors
 import pytest
 import torch
 from docker.client import DockerClient
+from docker.models.containers import Container
 
-from evalsvc.sandbox.base import Mount, SandboxLimits, SandboxRun, SandboxUnavailable
+from evalsvc.sandbox.base import Mount, SandboxLimits, SandboxRun, SandboxUnavailable, sandbox_job
 from evalsvc.sandbox.docker_sandbox import (
+    JOB_LABEL,
     OWNER_LABEL,
     OWNER_PROCESS_LABEL,
     ROLE,
     ROLE_LABEL,
+    RUN_LABEL,
     DockerSandbox,
     host_toolchain_mounts,
     process_alive,
@@ -302,6 +307,95 @@ def test_reap_leftovers_spares_containers_of_live_sibling_processes(sandbox: Doc
         sibling.kill()
         sibling.wait()
         for c in created:
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True)
+        client.close()
+
+
+# A second process of the same worker (same owner), as a prefork sibling is: one build, held open by a gate.
+_SIBLING = """
+import json, sys
+from pathlib import Path
+from evalsvc.sandbox.base import Mount, SandboxLimits
+from evalsvc.sandbox.docker_sandbox import DockerSandbox, host_toolchain_mounts
+owner, gate, script = sys.argv[1:4]
+sb = DockerSandbox(owner=owner, toolchain_mounts=host_toolchain_mounts())
+try:
+    r = sb.run(["sh", "-c", script], [Mount(Path(gate), "/gate")], SandboxLimits(wall_seconds=300), {})
+    print(json.dumps({"exit_code": r.exit_code, "output": r.output}))
+finally:
+    sb.close()
+"""
+_GATED = "echo waiting; until [ -e /gate/open ]; do sleep 0.1; done; echo released"
+
+
+def test_reap_leftovers_spares_running_builds_of_this_and_sibling_processes(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    """A reap (a pool child starting, the heartbeat) takes this process' own containers that no run uses
+    and those of creators gone (also: of an earlier boot of the host), and leaves the builds running now,
+    a sibling process' and this process' own, to finish (exit 0, not 137)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    for d in (tmp_path, gate):
+        d.chmod(0o755)
+    limits = SandboxLimits(wall_seconds=300, memory_bytes=2 * 1024**3, cpus=1, pids=64, output_bytes=4096)
+    sibling = subprocess.Popen(
+        [sys.executable, "-c", _SIBLING, sandbox.owner, str(gate), _GATED],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ours: list[SandboxRun] = []
+
+    def our_build() -> None:
+        with sandbox_job("pytest-job"):
+            ours.append(sh(sandbox, _GATED, limits, [Mount(gate, "/gate")]))
+
+    builder = threading.Thread(target=our_build, daemon=True)
+    builder.start()
+    client = DockerClient.from_env()
+    planted: list[Container] = []
+    try:
+        me, theirs = process_identity(os.getpid()), process_identity(sibling.pid)
+        filters: dict[str, str | list[str] | bool] = {
+            "label": [f"{OWNER_LABEL}={sandbox.owner}"],
+            "status": "running",
+        }
+        deadline = time.monotonic() + 240
+        running: dict[str, Container] = {}
+        while set(running) != {me, theirs}:
+            assert time.monotonic() < deadline, f"both builds should be running: {sorted(running)}"
+            assert sibling.poll() is None, sibling.communicate()
+            time.sleep(0.2)
+            found = client.containers.list(filters=filters, ignore_removed=True)
+            running = {c.labels.get(OWNER_PROCESS_LABEL, ""): c for c in found}
+        assert running[me].labels.get(JOB_LABEL) == "pytest-job"
+        pid_and_start = me.partition("@")[0]
+        for creator, run in ((me, "not-in-flight"), (f"{pid_and_start}@{uuid.uuid4()}", uuid.uuid4().hex)):
+            labels = {
+                ROLE_LABEL: ROLE,
+                OWNER_LABEL: sandbox.owner,
+                OWNER_PROCESS_LABEL: creator,
+                RUN_LABEL: run,
+            }
+            planted.append(client.containers.create(sandbox.image, ["true"], labels=labels))
+        removed = sandbox.reap_leftovers()
+        assert {c.id for c in planted} <= set(removed)
+        assert running[me].id not in removed and running[theirs].id not in removed
+        (gate / "open").touch()
+        builder.join(limits.wall_seconds + 60)
+        out, err = sibling.communicate(timeout=limits.wall_seconds + 60)
+        assert len(ours) == 1 and ours[0].exit_code == 0 and "released" in ours[0].output, ours
+        result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        assert result.get("exit_code") == 0 and "released" in result.get("output", ""), (out, err)
+    finally:
+        (gate / "open").touch()
+        if sibling.poll() is None:
+            sibling.kill()
+        sibling.wait()
+        for c in planted:
             with contextlib.suppress(docker.errors.NotFound):
                 c.remove(force=True)
         client.close()

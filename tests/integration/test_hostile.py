@@ -78,7 +78,9 @@ def planted() -> str:
     SECRET_PATH.write_text(token)
     SECRET_PATH.chmod(0o600)
     PWNED.unlink(missing_ok=True)
+    os.environ["EVALSVC_PLANTED_SECRET"] = token  # the judge's own environment (log_symlink_environ)
     yield token
+    os.environ.pop("EVALSVC_PLANTED_SECRET", None)
     SECRET_PATH.unlink(missing_ok=True)
 
 

@@ -397,9 +397,11 @@ def test_secret_dirs_and_proc_masks_stay_covered() -> None:
 
 
 def test_data_dir_inside_a_needed_directory_is_still_covered() -> None:
-    """A development setup: the data directory inside the repository, which is on sys.path."""
-    needed = _data_dir()
-    (needed / "helper.py").write_text("VISIBLE = True\n")
+    """A development setup: the data directory inside a package the runner imports (in the view)."""
+    project = _data_dir()
+    needed = project / "evalsvc_probe_helper"
+    needed.mkdir()
+    (needed / "__init__.py").write_text("VISIBLE = True\n")
     data = needed / "var"
     workdir = data / "scratch" / "evalsvc-run-mine"
     workdir.mkdir(parents=True)
@@ -408,11 +410,12 @@ def test_data_dir_inside_a_needed_directory_is_still_covered() -> None:
     os.chown(workdir, PROBE_UID, PROBE_UID)
 
     def probe() -> dict[str, object]:
-        sys.path.append(str(needed))
+        sys.path.append(str(project))
+        importlib.import_module("evalsvc_probe_helper")
         target = private_filesystem_view(str(workdir), str(data))
         drop_privileges(PROBE_UID)
         seen: dict[str, object] = {
-            "helper": Path(needed, "helper.py").exists(),
+            "helper": Path(needed, "__init__.py").exists(),
             "data": sorted(os.listdir(data)),
         }
         _attempt(seen, "write_work", lambda: Path(target, "out.txt").write_text("mine"))
@@ -429,4 +432,44 @@ def test_data_dir_inside_a_needed_directory_is_still_covered() -> None:
         }
         assert (workdir / "out.txt").read_text() == "mine"
     finally:
-        shutil.rmtree(needed)
+        shutil.rmtree(project)
+
+
+def test_credentials_beside_the_view_stay_out_of_it() -> None:
+    """Found by a red team: /etc/default (service environments), pip's configuration in the Python prefix
+    (an index token) and an operator's env file beside the code (a project directory on sys.path) were in
+    the runner's view."""
+    data = _data_dir()
+    workdir = data / "scratch" / "evalsvc-run-mine"
+    workdir.mkdir(parents=True)
+    token = secrets.token_hex(8)
+    project = Path(__file__).parents[2]
+    assert str(project) in sys.path  # pytest puts the project's root there, as `python -m` does its cwd
+    Path("/etc/default").mkdir(exist_ok=True)
+    planted = [Path(f"/etc/default/evalsvc-canary-{token}"), project / f".canary-{token}.env"]
+    pip_conf = Path(sys.prefix) / "pip.conf"
+    if not pip_conf.exists():  # never touch a real one
+        planted.append(pip_conf)
+    for path in planted:
+        path.write_text(f"# {token}\n")
+        path.chmod(0o644)
+
+    def probe() -> dict[str, object]:
+        private_filesystem_view(str(workdir), str(data))
+        drop_privileges(PROBE_UID)
+        seen = {}
+        for path in planted:
+            try:
+                seen[str(path)] = Path(path).read_text()
+            except OSError as e:
+                seen[str(path)] = type(e).__name__
+        return {"seen": seen, "evalsvc": os.path.isdir(project / "evalsvc")}
+
+    try:
+        result = _in_child(probe)
+        assert not any(token in str(v) for v in result["seen"].values()), result  # type: ignore[union-attr]
+        assert result["evalsvc"] is True  # what the runner imports from the project is still there
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(data)

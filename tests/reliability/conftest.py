@@ -47,6 +47,9 @@ def stack(docker_ready: None) -> Iterator[LiveStack]:
             "EVALSVC_REDELIVERY_AFTER_S": str(REDELIVERY_S),
             "EVALSVC_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
             "EVALSVC_RATE_LIMIT_PER_S": "0",
+            # Jobs parked for want of a device worker wait this long before they fail: far longer than any
+            # test needs, so that no test depends on how fast this machine runs the others
+            "EVALSVC_ROUTE_WAIT_S": "600",
         },
     )
     try:

@@ -11,7 +11,7 @@ from evalsvc.api.enqueue import RecordingEnqueuer
 from evalsvc.api.orphans import requeue_orphans, requeue_stalled
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.core.solutions import Solution
-from evalsvc.service.records import Job, JobKind, State
+from evalsvc.service.records import EvaluationView, Job, JobKind, State
 from evalsvc.service.state import PROGRESS, JobStore
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
 from workers.celery_app import COMPILE_QUEUE
@@ -137,4 +137,36 @@ def test_a_retry_after_our_own_error_gets_a_fresh_job(redis_url: str) -> None:  
     assert (retry.id, existed) == ("e_retry", False)
     again, existed = store.create_job(_job("e_again"), dedup_key="d-same", idempotency_key="k-same")
     assert (again.id, existed) == ("e_retry", True)
+    client.close()
+
+
+def test_deliveries_are_counted_per_stage_through_overlapping_saves(redis_url: str) -> None:  # noqa: F811
+    """A compile that outlives the broker's visibility timeout is delivered again while it runs (seen under
+    load in `test_worker_killed_mid_evaluation_finishes_the_job_once`): both copies route the job, each
+    saving its own copy of the document, and the second routing restarts the device stage's `attempts`
+    under a running evaluation. `deliveries` still counts every delivery of each stage."""
+    client = redis.Redis.from_url(redis_url)
+    store = JobStore(client)
+    job, _ = store.create_job(_job("e_twice"), dedup_key="d-twice", idempotency_key=None)
+    store.mark_queued(job.id)
+    assert store.bump_attempts(job.id, "compile") == 1
+    first = store.get_job(job.id)
+    assert store.bump_attempts(job.id, "compile") == 2  # the broker's copy, while the first still runs
+    second = store.get_job(job.id)
+    assert first is not None and second is not None
+    for routed in (first, second):  # each copy routes the job to its device stage
+        routed.attempts = 0
+        assert store.advance(routed, State.RUNNING)
+        assert store.bump_attempts(job.id, "evaluate") == 1  # the stage's count was restarted under it
+    seen = store.get_job(job.id)
+    assert seen is not None and seen.attempts == 1  # what the device side alone would report
+    assert seen.deliveries.model_dump() == {"compile": 2, "evaluate": 2}
+    assert store.finish(first, EvaluationResult(status=Status.FORBIDDEN, reward=-1))  # a stale copy finishes
+    assert store.bump_attempts(job.id, "evaluate") == 0  # a delivery after the end is not counted
+    done = store.get_job(job.id)
+    assert done is not None and done.deliveries.model_dump() == {"compile": 2, "evaluate": 2}
+    assert EvaluationView.of(done).deliveries == done.deliveries
+    [batched] = store.get_jobs([job.id])
+    assert isinstance(batched, Job) and batched.deliveries == done.deliveries
+    assert b"deliveries" not in (client.hget("evalsvc:job:" + job.id, "doc") or b"")  # only in the hash
     client.close()
