@@ -1,6 +1,6 @@
 """The hostile corpus on a real device: each case's status, then an honest solution on the same device.
 
-python -m bench.gpu_hostile --device cuda --out OUTDIR
+python -m bench.gpu_hostile --device cuda --out OUTDIR [--screens off]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
 from evalsvc.settings import Settings
 from evalsvc.wiring import make_local_pipeline
+from tests.corpus.reader import SCREENS
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus" / "hostile"
@@ -53,6 +54,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument(
+        "--screens",
+        choices=sorted(SCREENS),
+        default="on",
+        help="off: the sandbox and runner alone stop each case",
+    )
     args = ap.parse_args()
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
     settings = Settings(
@@ -64,6 +71,7 @@ def main() -> int:
         runner_memory_bytes=8 * 1024**3,
     )
     pipe = make_local_pipeline(settings, with_pch=False)
+    pipe.compiler.screens = SCREENS[args.screens]
     received: list[bytes] = []
     listen(47613, received)
     task = read_task(CORPUS / "task.py")
@@ -90,6 +98,7 @@ def main() -> int:
             "next_honest": after.status.value,
             "next_honest_reward": after.reward,
             "listener_received": len(received),
+            "screens": args.screens,
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -4,6 +4,10 @@ CUDA solution (evalsvc/examples/l2/gemm_bias_relu/cuda_ok.py against the builtin
 4096x4096x4096) and show from its timings that its baselines came from the cache the vetting filled.
 
     python -m bench.gpu_vet --device cuda --out OUTDIR --data-dir DIR
+    python -m bench.gpu_vet --device cuda --out OUTDIR --pool KernelBench/ --per-level 1:20 2:15 --name vet_kernelbench
+
+With `--pool`, a sample of an imported pool (any format `evalsvc tasks import` reads; `--per-level` draws
+that many tasks of each KernelBench level with `--seed`) is vetted instead, and the report is `NAME.json`.
 
 No Redis needed: the vetter and the judge share one in-process baseline cache (the workers share the
 Redis one, `evalsvc.store.baselines.RedisBaselineCache`, under the same keys). torch.compile is checked
@@ -106,9 +110,27 @@ def _evaluate(pipe: Any, compiled: Future, spec: TaskSpec, budget: float) -> dic
     return out
 
 
-def _write(out: Path, md: str, doc: dict[str, Any]) -> None:
-    (out / "vet_report.md").write_text(md)
-    (out / "vet_report.json").write_text(json.dumps(doc, indent=1))
+def _write(out: Path, name: str, md: str, doc: dict[str, Any]) -> None:
+    (out / f"{name}.md").write_text(md)
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
+
+
+def _pool_sample(path: Path, per_level: list[str], seed: int) -> list[tuple[str, TaskSpec]]:
+    """Tasks of an imported pool; with `per_level` ("LEVEL:N"), N drawn at random from each level."""
+    import random
+
+    from evalsvc.pools.importers import READERS, detect_format
+
+    items = [c for c in READERS[detect_format(path)](path).items if c.error is None]
+    if per_level:
+        rng = random.Random(seed)
+        picked = []
+        for spec in per_level:
+            level, _, n = spec.partition(":")
+            of_level = [c for c in items if c.tags.get("level") == level]
+            picked += rng.sample(of_level, min(int(n), len(of_level)))
+        items = picked
+    return [(c.name, TaskSpec(source=c.source, meta=c.meta, name=c.name)) for c in items]
 
 
 def main() -> int:
@@ -123,7 +145,15 @@ def main() -> int:
     ap.add_argument("--max-ms", type=float, default=100.0)
     ap.add_argument("--match", default="", help="only tasks whose name contains this (smoke runs)")
     ap.add_argument("--no-eval", action="store_true", help="skip the evaluation of the CUDA solution")
+    ap.add_argument(
+        "--pool", type=Path, default=None, help="vet a sample of this pool instead of the builtin"
+    )
+    ap.add_argument("--per-level", nargs="*", default=[], help="LEVEL:N tasks drawn from each level")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--name", default="vet_report", help="report file name (without .json/.md)")
     args = ap.parse_args()
+    if args.pool is not None:
+        args.no_eval = True
     t0 = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -149,12 +179,11 @@ def main() -> int:
     name = device_name(torch.device(args.device))
     device_class = name.replace("NVIDIA ", "").split()[0] if args.device.startswith("cuda") else "cpu"
     vetter = Vetter(args.device, device_class, baselines)
-    reader = read_builtin()
-    specs = [
-        (c.name, TaskSpec(source=c.source, meta=c.meta, name=c.name))
-        for c in reader.items
-        if args.match in c.name
-    ]
+    if args.pool is not None:
+        specs = _pool_sample(args.pool, args.per_level, args.seed)
+    else:
+        specs = [(c.name, TaskSpec(source=c.source, meta=c.meta, name=c.name)) for c in read_builtin().items]
+    specs = [(n, s) for n, s in specs if args.match in n]
     print(
         f"{len(specs)} tasks on {name} ({device_class}); window {args.min_ms:g}-{args.max_ms:g} ms, "
         f"torch.compile checked for the first {args.compile_budget:g} s",
@@ -162,7 +191,9 @@ def main() -> int:
     )
     rows = _vet_all(vetter, specs, args)
     records = {r.task_id: r for _, r in rows}
-    suite = Suite(name="builtin-fused", version=1, task_ids=[s.id for _, s in specs])
+    suite = Suite(
+        name=args.pool.name if args.pool else "builtin-fused", version=1, task_ids=[s.id for _, s in specs]
+    )
     report = suite_report(suite, device_class, records)
     md = report_markdown(report, rows)
     skipped = [n for n, r in rows if not r.compile_checked and r.status.value != "rejected"]
@@ -178,7 +209,7 @@ def main() -> int:
         "records": {n: r.model_dump(mode="json") for n, r in rows},
         "vet_s": time.monotonic() - t0,
     }
-    _write(args.out, md, doc)  # now, in case the evaluation below does not return
+    _write(args.out, args.name, md, doc)  # now, in case the evaluation below does not return
     target = dict(specs).get(TARGET)
     if pipe is not None and compiled is not None and target is not None:
         try:
@@ -187,8 +218,8 @@ def main() -> int:
             traceback.print_exc()
     pool.shutdown(wait=False)
     doc["total_s"] = time.monotonic() - t0
-    _write(args.out, md, doc)
-    print(f"total {doc['total_s']:.0f} s; wrote {args.out / 'vet_report.md'} and vet_report.json")
+    _write(args.out, args.name, md, doc)
+    print(f"total {doc['total_s']:.0f} s; wrote {args.out / args.name}.md and .json")
     return 0
 
 

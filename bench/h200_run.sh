@@ -3,11 +3,14 @@
 # (issue 4) on the lent H200. Run from the repo root by the device tool; results land in $OUT.
 #   STEPS="suite hostile corpus stack" bash bench/h200_run.sh
 #   STEPS="transport worker fidelity method start profile vet" bash bench/h200_run.sh   (issue 7, 9, 10 benchmarks)
+#   STEPS="corpus hostile_off" bash bench/h200_run.sh     (issue 22: corpora at full size, hostile with screens off)
+# Writes $OUT/run.json (commit from the carried COMMIT file, GPU, driver, versions, SM clock before and after).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/h200_run.log") 2>&1
 SRC=/tmp/evalsvc-src
+REPO=$PWD
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 rm -rf "$SRC" && mkdir -p "$SRC" && cp -r evalsvc workers bench tests pyproject.toml "$SRC"/; cp COMMIT "$SRC"/ 2>/dev/null
 chmod -R a+rX "$SRC" /tmp/site
@@ -23,10 +26,13 @@ import resource, torch
 resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30))
 x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchronize(); print("CUDA under RLIMIT_DATA=8GiB: ok", float(x.sum()))
 PY
+python3 -m bench.run_record start --out "$OUT"
 for step in ${STEPS:-suite hostile corpus stack}; do
   echo "=== $step $(date +%T)"
   case $step in
     corpus) timeout ${CORPUS_TIMEOUT:-400} python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
+    hostile_off) timeout ${HOSTILE_TIMEOUT:-150} python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --screens off --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect dns_lookup ;;
+    vet_kernelbench) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --pool "$REPO/.pools/kernelbench" --per-level 1:20 2:15 --seed 22 --name vet_kernelbench --compile-budget ${VET_COMPILE_BUDGET:-90} --vet-budget ${VET_BUDGET:-220} ;;
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;
     stack) timeout 300 python3 -m bench.gpu_stack --out "$OUT" --data-dir /tmp/evalsvc-data ;;
@@ -41,3 +47,4 @@ for step in ${STEPS:-suite hostile corpus stack}; do
   esac
   echo "=== $step exit $? $(date +%T)"
 done
+python3 -m bench.run_record end --out "$OUT"
