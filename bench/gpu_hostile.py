@@ -58,7 +58,7 @@ def main() -> int:
         "--screens",
         choices=sorted(SCREENS),
         default="on",
-        help="off: the sandbox and runner alone stop each case",
+        help="off: sandbox and runner alone",
     )
     args = ap.parse_args()
     kind = "cuda" if args.device.startswith("cuda") else "cpu"

@@ -4,7 +4,8 @@ CUDA solution (evalsvc/examples/l2/gemm_bias_relu/cuda_ok.py against the builtin
 4096x4096x4096) and show from its timings that its baselines came from the cache the vetting filled.
 
     python -m bench.gpu_vet --device cuda --out OUTDIR --data-dir DIR
-    python -m bench.gpu_vet --device cuda --out OUTDIR --pool KernelBench/ --per-level 1:20 2:15 --name vet_kernelbench
+    python -m bench.gpu_vet --device cuda --out OUTDIR --pool KernelBench/ --per-level 1:20 2:15 \
+        --name vet_kernelbench
 
 With `--pool`, a sample of an imported pool (any format `evalsvc tasks import` reads; `--per-level` draws
 that many tasks of each KernelBench level with `--seed`) is vetted instead, and the report is `NAME.json`.
@@ -145,9 +146,7 @@ def main() -> int:
     ap.add_argument("--max-ms", type=float, default=100.0)
     ap.add_argument("--match", default="", help="only tasks whose name contains this (smoke runs)")
     ap.add_argument("--no-eval", action="store_true", help="skip the evaluation of the CUDA solution")
-    ap.add_argument(
-        "--pool", type=Path, default=None, help="vet a sample of this pool instead of the builtin"
-    )
+    ap.add_argument("--pool", type=Path, default=None, help="vet this pool, not the builtin")
     ap.add_argument("--per-level", nargs="*", default=[], help="LEVEL:N tasks drawn from each level")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="vet_report", help="report file name (without .json/.md)")
