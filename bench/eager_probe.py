@@ -17,7 +17,7 @@ import triton.testing
 from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.engine.judge import call_reference, run_reference
+from evalsvc.engine.baseline_timing import call_reference, run_reference
 from evalsvc.engine.timing import TimingPolicy, measure, rotating
 from evalsvc.settings import Settings
 from evalsvc.suite import EXAMPLES

@@ -134,6 +134,30 @@ def render_profile(p: CandidateProfile) -> list[str]:
     return lines
 
 
+def _x(speedup: float | None, ci: tuple[float, float] | None) -> str:
+    if speedup is None:
+        return "—"
+    return f"{speedup:.2f}x" + (f" (95% {ci[0]:.2f}-{ci[1]:.2f})" if ci else "")
+
+
+def render_speedup(r: EvaluationResult) -> list[str]:
+    """The speedups with their intervals, and each threshold decision the interval left uncertain."""
+    if r.speedup.eager is None:
+        return []
+    lines = [
+        f"speedup: {_x(r.speedup.eager, r.speedup.eager_ci95)} vs eager, "
+        f"{_x(r.speedup.compile, r.speedup.compile_ci95)} vs torch.compile"
+    ]
+    for d in r.decisions:
+        if d.uncertain:
+            verdict = "counted as passed" if d.passed else "not counted"
+            lines.append(
+                f"uncertain: {d.against} speedup {d.low:.2f}-{d.high:.2f}x straddles the {d.threshold:g}x "
+                f"threshold of milestone {d.milestone} ({verdict})"
+            )
+    return lines
+
+
 def render_result(r: EvaluationResult) -> str:
     lines = [f"status: {r.status.value}   reward: {r.reward:g}   milestone: {r.milestone}"]
     if r.message:
@@ -158,9 +182,7 @@ def render_result(r: EvaluationResult) -> str:
             f"timing: candidate {_t(t.candidate)} | eager {_t(t.eager)} | "
             f"torch.compile[{t.compile_mode}] {_t(t.compiled)}"
         )
-    if r.speedup.eager is not None:
-        comp = f"{r.speedup.compile:.2f}x" if r.speedup.compile is not None else "—"
-        lines.append(f"speedup: {r.speedup.eager:.2f}x vs eager, {comp} vs torch.compile")
+    lines += render_speedup(r)
     if r.roofline:
         lines += render_roofline(r.roofline)
     if r.profile:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -49,6 +50,9 @@ class TimingStats(BaseModel):
     ci95_high_ms: float
     rel_ci_halfwidth: float = Field(description="half-width of the 95% CI of the median over the median")
     method: str = Field(description="how the samples were taken, e.g. 'cuda-events+l2-flush' or 'wall-clock'")
+    warmup_calls: int | None = Field(
+        None, description="untimed calls before the first sample (until settled)"
+    )
 
 
 class JudgedTiming(BaseModel):
@@ -86,6 +90,18 @@ class JudgedTiming(BaseModel):
     )
 
 
+class BaselineCheck(BaseModel):
+    """A cached baseline re-checked by a short fresh measurement in this evaluation's conditions."""
+
+    kind: Literal["eager", "compiled"]
+    cached_ms: float
+    check_ms: float
+    tolerance: float = Field(description="relative difference allowed before the cached baseline is replaced")
+    replaced: bool = Field(
+        description="they disagreed: re-measured in full, and the new figure used and cached"
+    )
+
+
 class Timings(BaseModel):
     candidate: TimingStats | None = None
     candidate_judged: JudgedTiming | None = Field(
@@ -99,6 +115,7 @@ class Timings(BaseModel):
     )
     eager_cached: bool = Field(False, description="the eager baseline came from the cache (not measured)")
     compiled_cached: bool = Field(False, description="the torch.compile baseline came from the cache")
+    baseline_checks: list[BaselineCheck] = Field(default_factory=list)
     baselines_measured_s: float | None = Field(
         None, description="seconds this evaluation spent measuring baselines (about 0 when all were cached)"
     )
@@ -113,6 +130,24 @@ class Timings(BaseModel):
 class Speedup(BaseModel):
     eager: float | None = None
     compile: float | None = None
+    eager_ci95: tuple[float, float] | None = Field(
+        None, description="the eager speedup's interval: baseline CI over candidate CI, low and high ends"
+    )
+    compile_ci95: tuple[float, float] | None = Field(None, description="the same against torch.compile")
+
+
+class ThresholdDecision(BaseModel):
+    """One threshold of the reward schedule against the speedup's interval: clear when the whole interval
+    lies on one side of it, uncertain when it straddles it (then `passed` follows the schedule's rule)."""
+
+    milestone: int = Field(description="the milestone that passing this threshold earns")
+    against: Literal["eager", "compile"]
+    threshold: float
+    median: float | None = None
+    low: float | None = None
+    high: float | None = None
+    passed: bool
+    uncertain: bool
 
 
 class TrialCheck(BaseModel):
@@ -213,6 +248,12 @@ class EvaluationResult(BaseModel):
     milestone: int | None = None
     message: str | None = None
     speedup: Speedup = Field(default_factory=Speedup)
+    decisions: list[ThresholdDecision] = Field(
+        default_factory=list, description="each threshold of the schedule against the speedup's interval"
+    )
+    uncertain: bool = Field(
+        False, description="a threshold this reward rests on lies inside the speedup's interval"
+    )
     timings: Timings = Field(default_factory=Timings)
     correctness: Correctness | None = None
     compile: CompileReport | None = None

@@ -43,8 +43,8 @@ class BaselineKeys:
 # comparable with candidates timed after. 2: no synchronize between the L2 flush and the start event
 # (the host's launch latency no longer timed). 3: eager's calls no longer synchronise inside the timed
 # region (judge.call_reference). 4: calls queued 10 at a time between synchronisations. 5: rounds of a
-# random length, every call on fresh inputs, no cache flush on the CPU device.
-TIMING_METHOD_VERSION = 5
+# random length, every call on fresh inputs, no cache flush on the CPU device. 6: warm-up until settled.
+TIMING_METHOD_VERSION = 6
 
 
 def baseline_keys(

@@ -26,7 +26,7 @@ from evalsvc.core.results import (
     Speedup,
     Status,
 )
-from evalsvc.core.rewards import SpeedupEvidence, speedup_evidence
+from evalsvc.core.rewards import SpeedupEvidence, rests_on_uncertain, speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.device_info import device_name, nvml_snapshot
@@ -111,6 +111,8 @@ class Evaluator:
         # A speed the hardware cannot back is reported but earns nothing beyond correctness.
         scored = SpeedupEvidence() if verdict.review else evidence
         reward, milestone = options.schedule.score(verdict.status, scored)
+        ok = verdict.status is Status.OK
+        decisions = options.schedule.decisions(scored) if ok else []
         device = self.judge.device
         snap = nvml_snapshot(device)
         prov = Provenance(
@@ -128,7 +130,6 @@ class Evaluator:
             solution_hash=solution.id,
             worker=self.worker,
         )
-        ok = verdict.status is Status.OK
         return EvaluationResult(
             status=verdict.status,
             failure=verdict.failure,
@@ -136,7 +137,9 @@ class Evaluator:
             reward=reward,
             milestone=milestone,
             message=verdict.message,
-            speedup=Speedup(eager=evidence.eager, compile=evidence.compile) if ok else Speedup(),
+            speedup=_speedup(evidence) if ok else Speedup(),
+            decisions=decisions,
+            uncertain=rests_on_uncertain(decisions, milestone),
             timings=t,
             correctness=verdict.correctness,
             compile=report,
@@ -146,6 +149,15 @@ class Evaluator:
             roofline=verdict.roofline if ok else None,
             profile=_own_kernels(verdict.profile, report),
         )
+
+
+def _speedup(ev: SpeedupEvidence) -> Speedup:
+    return Speedup(
+        eager=ev.eager,
+        compile=ev.compile,
+        eager_ci95=ev.interval("eager"),
+        compile_ci95=ev.interval("compile"),
+    )
 
 
 def _own_kernels(profile: CandidateProfile | None, report: CompileReport) -> CandidateProfile | None:

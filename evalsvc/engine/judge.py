@@ -13,7 +13,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -35,6 +35,7 @@ from evalsvc.core.results import (
 )
 from evalsvc.core.stats import summarize
 from evalsvc.core.tasks import Arithmetic, Precision
+from evalsvc.engine.baseline_timing import BaselineTimer, run_reference, set_precision
 from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.commitment import output_tensors
@@ -61,7 +62,7 @@ from evalsvc.engine.precision import ReferenceIn64, rounded_inputs
 from evalsvc.engine.profiling import nbytes, task_work
 from evalsvc.engine.runner import cpu_device_threads
 from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
-from evalsvc.engine.timing import TimingPolicy, measure, measure_graph, method_name, rotating
+from evalsvc.engine.timing import TimingPolicy, measure_graph, method_name
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")
@@ -124,6 +125,7 @@ class Judge:
         self.ncu = ncu
         self.gpu = GpuSchedule()
         self._host = threading.RLock()  # TF32 flags are per process: set and used by one thread at a time
+        self.baseline_timer = BaselineTimer(self.device, baselines, self.quiet, self._host)
         # Runners make input sets from seeds on a GPU (no copy through the host); on the CPU device making
         # a set costs more than copying it through shared memory (a 80 MB ReLU's trials: 1.67 s against
         # 0.97 s on the CPU machine), so sets are sent there.
@@ -643,54 +645,23 @@ class Judge:
         timings: Timings,
         rng: random.Random,
     ) -> None:
-        """Eager and torch.compile baselines from the cache, measured (and cached) only when missing, by the
-        candidate's method: rounds of calls on fresh inputs; `timings` says which were cached and how long
-        this evaluation spent measuring."""
+        """Eager and torch.compile baselines by the candidate's method (rounds of calls on fresh inputs):
+        from the cache and re-checked, or measured; `timings` says which and how long it took."""
         meta = task.spec.meta
         keys = self._baseline_keys(task, options)
         policy = self._policy(options)
         fresh = partial(_fresh_inputs, task, self.device, rng)
         started = time.monotonic()
-        eager = self.baselines.get(keys.eager)
-        timings.eager_cached = eager is not None
-        if eager is None:
-            with self.quiet(meta.tf32):
-                call = partial(_call_listed, reference)
-                eager = measure(call, fresh, self.device, policy, rng).stats
-            self.baselines.put(keys.eager, eager)
-        timings.eager = eager
+        timings.eager = self.baseline_timer.eager(keys.eager, reference, fresh, meta.tf32, policy, timings)
         if options.compile_baseline:
             timings.compile_mode = meta.compile_mode
-            compiled = self.baselines.get(keys.compiled)
-            timings.compiled_cached = compiled is not None
-            if compiled is None:
-                compiled = self._time_compiled(reference, probe, fresh, meta.tf32, meta.compile_mode, policy)
-                if compiled is not None:
-                    self.baselines.put(keys.compiled, compiled)
-            timings.compiled = compiled
+            timings.compiled = self.baseline_timer.compiled(
+                keys.compiled, reference, probe, fresh, meta.tf32, meta.compile_mode, policy, timings
+            )
         timings.baseline_cached = timings.eager_cached and (
             timings.compiled_cached or not options.compile_baseline
         )
         timings.baselines_measured_s = time.monotonic() - started
-
-    def _time_compiled(
-        self,
-        reference: torch.nn.Module,
-        probe: list[list[Any]],
-        inputs_for: Callable[[int], Sequence[Any]],
-        tf32: bool,
-        mode: str,
-        policy: TimingPolicy,
-    ) -> TimingStats | None:
-        """Compiled beside other evaluations (Inductor picks kernels by the TF32 flags: under the host
-        lock), timed alone."""
-        with self._host:
-            set_precision(tf32)
-            call = compile_reference(reference, probe, mode)
-        if call is None:
-            return None
-        with self.quiet(tf32):
-            return _measured(call, inputs_for, self.device, policy)
 
 
 def _fresh_inputs(task: LoadedTask, device: torch.device, rng: random.Random, k: int) -> list[Any]:
@@ -702,68 +673,3 @@ def _seeded(explicit: dict[str, Any], seed: int) -> dict[str, Any]:
     """`explicit` with its input set replaced by the set's seed and the judge's digest of it."""
     msg = {k: v for k, v in explicit.items() if k != "inputs"}
     return {**msg, "seed": seed, "digest": input_digest(explicit["inputs"])}
-
-
-def set_precision(tf32: bool) -> None:
-    """The task's TF32 setting, for the reference, its baselines and everything timed against them."""
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-
-
-def call_reference(reference: torch.nn.Module, inputs: list[Any]) -> Any:
-    """One reference call as the eager baseline is timed: no autograd and, like the candidate's forward,
-    no synchronisation (`measure` synchronises after its end event; one inside the call would time the
-    host's wake-up too: 14.4 µs for a ReLU that do_bench put at 5.2 µs on the H200)."""
-    with torch.no_grad():
-        return reference(*inputs)
-
-
-def _call_listed(reference: torch.nn.Module, *inputs: Any) -> Any:
-    return call_reference(reference, list(inputs))
-
-
-def run_reference(reference: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
-    """One reference call whose output is used at once (device synchronised)."""
-    out = call_reference(reference, inputs)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return out
-
-
-def compile_reference(
-    reference: torch.nn.Module, pool: list[list[Any]], mode: str
-) -> Callable[..., Any] | None:
-    """torch.compile of the reference in the task's mode, compiled by a first call; None when it does not
-    compile (no milestone 3 then, not a failed evaluation)."""
-    try:
-        compiled = torch.compile(reference, mode=None if mode == "default" else mode)
-        with torch.no_grad():
-            compiled(*pool[0])
-    except Exception:
-        return None
-
-    def call(*a: Any) -> Any:
-        with torch.no_grad():
-            return compiled(*a)
-
-    return call
-
-
-def _measured(
-    call: Callable[..., Any],
-    inputs_for: Callable[[int], Sequence[Any]],
-    device: torch.device,
-    policy: TimingPolicy,
-) -> TimingStats | None:
-    try:
-        return measure(call, inputs_for, device, policy).stats
-    except Exception:
-        return None
-
-
-def time_compiled(
-    reference: torch.nn.Module, pool: list[list[Any]], mode: str, device: torch.device, policy: TimingPolicy
-) -> TimingStats | None:
-    """torch.compile of the reference timed like everything else; None when it does not compile or run."""
-    call = compile_reference(reference, pool, mode)
-    return None if call is None else _measured(call, rotating(pool), device, policy)

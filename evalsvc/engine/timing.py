@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,11 @@ class TimingPolicy:
     # rule, drawn at random: a candidate cannot tell from its own measurements which call is the last.
     extra_calls: int = 4
     extra_rounds: int = 2
+    # In-process timing (baselines, vetting) warms up until two warm-up rounds' medians agree this closely,
+    # for at most `settle_share` of the budget: lazy initialisation (cuBLAS handles and workspaces,
+    # Inductor's first calls, clocks ramping up) then lands in no timed sample.
+    settle_rel: float = 0.05
+    settle_share: float = 0.3
 
 
 @dataclass
@@ -185,13 +191,35 @@ def measure(
             yield inputs_for(calls - 1)
 
     timer.run(fn, sets(plan.warmup()))
+    warmup_calls = calls + _settle(timer, fn, sets, plan)
     last = None
     for n in plan.rounds():
         done = timer.run(fn, sets(n))
         plan.record(done.samples_ms)
         last = done.outputs[-1]
-    stats = summarize(plan.samples_ms, method_name(device))
+    stats = summarize(plan.samples_ms, method_name(device)).model_copy(update={"warmup_calls": warmup_calls})
     return Measurement(stats, last, time.perf_counter() - start, plan.samples_ms)
+
+
+def _settle(
+    timer: RoundTimer,
+    fn: Callable[..., Any],
+    sets: Callable[[int], Iterator[Sequence[Any]]],
+    plan: RoundPlan,
+) -> int:
+    """Warm-up rounds until two in a row have medians within `settle_rel` of each other, or
+    `settle_share` of the budget is spent; the calls it made."""
+    p = plan.policy
+    deadline = time.monotonic() + p.budget_s * p.settle_share
+    size = max(1, p.calls_per_sync)
+    previous, calls = None, 0
+    while time.monotonic() < deadline:
+        current = statistics.median(timer.run(fn, sets(size)).samples_ms)
+        calls += size
+        if previous is not None and abs(current - previous) <= p.settle_rel * max(previous, 1e-9):
+            break
+        previous = current
+    return calls
 
 
 def rotating(pool: Sequence[Sequence[Any]]) -> Callable[[int], Sequence[Any]]:

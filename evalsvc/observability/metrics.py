@@ -56,6 +56,12 @@ class WorkerMetrics:
             ["job_kind", "status", "milestone"],
             registry=r,
         )
+        self.uncertain = Counter(
+            "evalsvc_rewards_uncertain",
+            "rewards resting on a threshold inside the speedup's 95% interval, by milestone",
+            ["milestone"],
+            registry=r,
+        )
         self.reward = Histogram(
             "evalsvc_reward", "reward of finished evaluations", buckets=REWARD_BUCKETS, registry=r
         )
@@ -154,6 +160,8 @@ class WorkerMetrics:
             self.reward.observe(result.reward)
             sign = "positive" if result.reward >= 0 else "negative"
             self.reward_points.labels(sign).inc(abs(result.reward))
+            if result.uncertain:
+                self.uncertain.labels(milestone).inc()
         action = "refused" if result.status is Status.FORBIDDEN else "review"
         for finding in result.findings:
             self.refusals.labels(self._rule(finding.rule), action).inc()

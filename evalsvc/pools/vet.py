@@ -15,10 +15,10 @@ import torch
 
 from evalsvc.core.pools import VetFinding, VetPolicy, VetReason, VetRecord, status_of
 from evalsvc.core.tasks import InvalidTask, TaskSpec
+from evalsvc.engine.baseline_timing import call_reference, set_precision, time_compiled
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.compare import compare
 from evalsvc.engine.device_info import device_name
-from evalsvc.engine.judge import call_reference, set_precision, time_compiled
 from evalsvc.engine.taskload import LoadedTask, constant_outputs, load_task, zeros_pass
 from evalsvc.engine.timing import TimingPolicy, measure, rotating
 

@@ -2,7 +2,7 @@ from evalsvc.core.results import Status, TimingStats
 from evalsvc.core.rewards import ContinuousSchedule, MilestoneSchedule, TieredSchedule, speedup_evidence
 
 
-def stats(median: float, rel: float = 0.01) -> TimingStats:
+def stats(median: float, rel: float = 0.001) -> TimingStats:
     return TimingStats(
         median_ms=median,
         mean_ms=median,
@@ -27,10 +27,11 @@ def test_milestones_follow_cuda_agent() -> None:
     assert s.score(Status.OK, speedup_evidence(stats(1.0), stats(2.0), None)) == (2.0, 2)
 
 
-def test_require_ci_uses_pessimistic_ratio() -> None:
+def test_the_interval_decides_by_default_and_the_median_on_request() -> None:
     noisy = speedup_evidence(stats(1.0, rel=0.2), stats(1.1, rel=0.2), stats(1.1, rel=0.2))
-    assert MilestoneSchedule().score(Status.OK, noisy)[1] == 3
-    assert MilestoneSchedule(require_ci=True).score(Status.OK, noisy)[1] == 1
+    assert MilestoneSchedule().score(Status.OK, noisy)[1] == 1
+    assert MilestoneSchedule(require_ci=False).score(Status.OK, noisy)[1] == 3
+    assert all(d.uncertain for d in MilestoneSchedule().decisions(noisy))
 
 
 def test_tiered_and_continuous() -> None:
