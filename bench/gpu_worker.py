@@ -1,4 +1,4 @@
-"""GPU worker throughput, per-evaluation overhead and GPU busy fraction over a batch, in one run.
+"""GPU worker throughput, latency, overhead alone and GPU busy fraction over a batch, in one run.
 
     python -m bench.gpu_worker --device cuda --out OUTDIR --evals 64
 
@@ -15,11 +15,12 @@ runners (two started ahead; see `RunnerLauncher`) or, for an entry written `K/co
 started on demand. Every batch lists its candidates' medians per solution, so that timing beside
 other evaluations in flight is compared with timing one at a time, in the same run.
 
-Overhead of one evaluation = the worker's wall time per evaluation minus the GPU time its trials need:
-the timed calls (median x count) of the candidate and of any baseline measured in it, and one candidate
-and one reference call per correctness trial. One at a time, the wall time is the evaluation's own; with
-several in flight it is the batch's wall time divided by its evaluations (each one's own wall time, its
-latency, is longer: it waits for the others' timings). Time inside the judge is also split by phase
+Overhead of one evaluation, measured only one at a time = its wall time minus the GPU time its trials
+need: the timed calls (median x count) of the candidate and of any baseline measured in it, and one
+candidate and one reference call per correctness trial. With several in flight the batch reports
+throughput (evaluations per GPU-hour; batch wall time / count is throughput, not an overhead) and each
+evaluation's latency (median, p90: it waits for the others' timings). Every evaluation's reward, milestone,
+uncertain mark and baselines are recorded. Time inside the judge is also split by phase
 (runner start, load, trials, timing, baselines, task checks) by wrapping the judge's methods.
 """
 
@@ -232,6 +233,8 @@ def main() -> int:
                 "solution": case.name,
                 "status": r.status.value,
                 "reward": r.reward,
+                "milestone": r.milestone,
+                "uncertain": r.uncertain,
                 "candidate_ms": t.candidate.median_ms if t.candidate else None,
                 "candidate_graph_ms": t.candidate_graph.median_ms if t.candidate_graph else None,
                 "eager_ms": t.eager.median_ms if t.eager else None,
@@ -255,6 +258,12 @@ def main() -> int:
         return {
             "solution": case.name,
             "status": r.status.value,
+            "reward": r.reward,
+            "milestone": r.milestone,
+            "uncertain": r.uncertain,
+            "eager_ms": r.timings.eager.median_ms if r.timings.eager else None,
+            "compile_ms": r.timings.compiled.median_ms if r.timings.compiled else None,
+            "baseline_replaced": [c.kind for c in r.timings.baseline_checks if c.replaced],
             "wall_s": r.duration_s,
             "required_gpu_s": need,
             "candidate_ms": r.timings.candidate.median_ms if r.timings.candidate else None,
@@ -285,11 +294,10 @@ def main() -> int:
         batch_s = time.monotonic() - t_batch
         vars(evaluator.judge.gpu).pop("let_timing_pass", None)
         judge_module.GRAPH_TIMING_BELOW_MS = graph_below_ms
-        need = statistics.fmean(e["required_gpu_s"] for e in per_eval)
-        if inflight == 1:
-            overheads = [e["wall_s"] - e["required_gpu_s"] for e in per_eval]
-        else:  # the worker's wall time per evaluation is the batch's share
-            overheads = [batch_s / n - need]
+        # Alone, an evaluation's wall time less its required GPU time is its overhead; with several in flight
+        # they overlap, and only throughput (batch wall time / count) and each one's latency are measured.
+        overheads = [e["wall_s"] - e["required_gpu_s"] for e in per_eval] if inflight == 1 else []
+        latencies = sorted(e["wall_s"] for e in per_eval)
         medians: dict[str, list[float]] = defaultdict(list)
         for e in per_eval:
             if e["candidate_ms"] is not None:
@@ -309,10 +317,13 @@ def main() -> int:
             "ok": sum(e["status"] == "ok" for e in per_eval),
             "batch_wall_s": round(batch_s, 2),
             "evaluations_per_gpu_hour": round(3600 * len(per_eval) / batch_s),
-            "overhead_s_median": round(statistics.median(overheads), 3),
-            "overhead_s_p90": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 3),
-            "wall_s_per_evaluation": round(batch_s / n, 3),
-            "latency_s_median": round(statistics.median(e["wall_s"] for e in per_eval), 3),
+            "overhead_s_median_alone": round(statistics.median(overheads), 3) if overheads else None,
+            "overhead_s_p90_alone": round(sorted(overheads)[int(0.9 * (len(overheads) - 1))], 3)
+            if overheads
+            else None,
+            "batch_wall_s_per_evaluation": round(batch_s / n, 3),
+            "latency_s_median": round(statistics.median(latencies), 3),
+            "latency_s_p90": round(latencies[int(0.9 * (len(latencies) - 1))], 3),
             "gpu_busy_fraction_nvml": None if nvml.busy is None else round(nvml.busy, 3),
             "nvml_samples": len(nvml.samples),
             "useful_gpu_fraction": round(sum(e["required_gpu_s"] for e in per_eval) / batch_s, 3),

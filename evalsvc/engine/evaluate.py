@@ -25,6 +25,7 @@ from evalsvc.core.results import (
     Provenance,
     Speedup,
     Status,
+    Timings,
 )
 from evalsvc.core.rewards import SpeedupEvidence, rests_on_uncertain, speedup_evidence
 from evalsvc.core.solutions import InvalidSolution, Solution
@@ -144,11 +145,22 @@ class Evaluator:
             correctness=verdict.correctness,
             compile=report,
             findings=verdict.findings + verdict.review,
-            task_warnings=verdict.task_warnings,
+            task_warnings=verdict.task_warnings + _slow_compile(t),
             provenance=prov,
             roofline=verdict.roofline if ok else None,
             profile=_own_kernels(verdict.profile, report),
         )
+
+
+def _slow_compile(t: Timings) -> list[str]:
+    """torch.compile slower than eager beyond both intervals: what beating it is worth, said in the result."""
+    if t.eager is None or t.compiled is None or t.compiled.ci95_low_ms <= t.eager.ci95_high_ms:
+        return []
+    return [
+        f"torch.compile[{t.compile_mode}] takes {t.compiled.median_ms:.4g} ms against eager's "
+        f"{t.eager.median_ms:.4g} ms: its wrapper's host work (guards, launches) outweighs what it saves on "
+        "a model this small, so a speedup over it says little beyond the speedup over eager"
+    ]
 
 
 def _speedup(ev: SpeedupEvidence) -> Speedup:

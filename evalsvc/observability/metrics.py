@@ -62,6 +62,12 @@ class WorkerMetrics:
             ["milestone"],
             registry=r,
         )
+        self.baseline_checks = Counter(
+            "evalsvc_baseline_checks",
+            "cached baselines re-checked by a short measurement, by kind and outcome (agreed, replaced)",
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.reward = Histogram(
             "evalsvc_reward", "reward of finished evaluations", buckets=REWARD_BUCKETS, registry=r
         )
@@ -162,6 +168,8 @@ class WorkerMetrics:
             self.reward_points.labels(sign).inc(abs(result.reward))
             if result.uncertain:
                 self.uncertain.labels(milestone).inc()
+            for check in result.timings.baseline_checks:
+                self.baseline_checks.labels(check.kind, "replaced" if check.replaced else "agreed").inc()
         action = "refused" if result.status is Status.FORBIDDEN else "review"
         for finding in result.findings:
             self.refusals.labels(self._rule(finding.rule), action).inc()
