@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from evalsvc.core.results import Status, TimingStats
-from evalsvc.core.rewards import MilestoneSchedule, TieredSchedule, decide, rests_on_uncertain, speedup_evidence
+from evalsvc.core.rewards import (
+    MilestoneSchedule,
+    TieredSchedule,
+    decide,
+    rests_on_uncertain,
+    speedup_evidence,
+)
 from evalsvc.core.stats import summarize
 
 SAMPLES = json.loads((Path(__file__).parent / "data" / "timing_samples_cpu.json").read_text())["samples_ms"]
@@ -30,7 +36,7 @@ def test_interval_is_baseline_ci_over_candidate_ci_and_holds_the_median() -> Non
 
 def test_a_kernel_against_itself_is_not_faster_and_a_halved_one_clearly_is() -> None:
     same = speedup_evidence(stats("relu_1M_again"), stats("relu_1M"), stats("relu_1M"))
-    beats_eager, beats_compile = MilestoneSchedule().decisions(same)
+    beats_eager, _beats_compile = MilestoneSchedule().decisions(same)
     assert not beats_eager.passed and not beats_eager.uncertain  # the interval lies under 1.05
     assert MilestoneSchedule().score(Status.OK, same) == (1.0, 1)
     half = speedup_evidence(stats("relu_512K"), stats("relu_1M"), stats("gelu_1M"))
