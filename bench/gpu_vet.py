@@ -7,6 +7,8 @@ CUDA solution (evalsvc/examples/l2/gemm_bias_relu/cuda_ok.py against the builtin
     python -m bench.gpu_vet --device cuda --out OUTDIR --pool KernelBench/ --per-level 1:20 2:15 \
         --name vet_kernelbench
 
+With `--bundled`, the bundled example tasks at the size this device's solutions are judged at
+(`evalsvc/examples`, `task_cuda.py` on cuda) are vetted instead (report `vet_bundled`): they must pass.
 With `--pool`, a sample of an imported pool (any format `evalsvc tasks import` reads; `--per-level` draws
 that many tasks of each KernelBench level with `--seed`) is vetted instead, and the report is `NAME.json`.
 
@@ -27,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evalsvc.cli_files import read_solution
+from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.pools import Suite, VetPolicy, VetRecord, suite_report
 from evalsvc.core.tasks import TaskSpec
@@ -116,6 +118,14 @@ def _write(out: Path, name: str, md: str, doc: dict[str, Any]) -> None:
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
 
 
+def _bundled(device: str) -> list[tuple[str, TaskSpec]]:
+    """Each bundled example task once, at the size this device kind's solutions are judged at."""
+    from evalsvc.suite import cases
+
+    paths = {c.task_id: c.task_path for c in cases(device.split(":")[0])}
+    return [(task_id, read_task(path)) for task_id, path in paths.items()]
+
+
 def _pool_sample(path: Path, per_level: list[str], seed: int) -> list[tuple[str, TaskSpec]]:
     """Tasks of an imported pool; with `per_level` ("LEVEL:N"), N drawn at random from each level."""
     import random
@@ -142,16 +152,17 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=0.5, help="timing budget per baseline (s)")
     ap.add_argument("--compile-budget", type=float, default=80.0, help="seconds of torch.compile checks")
     ap.add_argument("--vet-budget", type=float, default=150.0, help="seconds; later tasks are not vetted")
-    ap.add_argument("--min-ms", type=float, default=1.0)
-    ap.add_argument("--max-ms", type=float, default=100.0)
+    ap.add_argument("--min-ms", type=float, default=VetPolicy().min_eager_ms)
+    ap.add_argument("--max-ms", type=float, default=VetPolicy().max_eager_ms)
     ap.add_argument("--match", default="", help="only tasks whose name contains this (smoke runs)")
     ap.add_argument("--no-eval", action="store_true", help="skip the evaluation of the CUDA solution")
     ap.add_argument("--pool", type=Path, default=None, help="vet this pool, not the builtin")
+    ap.add_argument("--bundled", action="store_true", help="vet the bundled example tasks, not the builtin")
     ap.add_argument("--per-level", nargs="*", default=[], help="LEVEL:N tasks drawn from each level")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="vet_report", help="report file name (without .json/.md)")
     args = ap.parse_args()
-    if args.pool is not None:
+    if args.pool is not None or args.bundled:
         args.no_eval = True
     t0 = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -180,6 +191,8 @@ def main() -> int:
     vetter = Vetter(args.device, device_class, baselines)
     if args.pool is not None:
         specs = _pool_sample(args.pool, args.per_level, args.seed)
+    elif args.bundled:
+        specs = _bundled(args.device)
     else:
         specs = [(c.name, TaskSpec(source=c.source, meta=c.meta, name=c.name)) for c in read_builtin().items]
     specs = [(n, s) for n, s in specs if args.match in n]
@@ -190,9 +203,8 @@ def main() -> int:
     )
     rows = _vet_all(vetter, specs, args)
     records = {r.task_id: r for _, r in rows}
-    suite = Suite(
-        name=args.pool.name if args.pool else "builtin-fused", version=1, task_ids=[s.id for _, s in specs]
-    )
+    suite_name = args.pool.name if args.pool else "bundled" if args.bundled else "builtin-fused"
+    suite = Suite(name=suite_name, version=1, task_ids=[s.id for _, s in specs])
     report = suite_report(suite, device_class, records)
     md = report_markdown(report, rows)
     skipped = [n for n, r in rows if not r.compile_checked and r.status.value != "rejected"]

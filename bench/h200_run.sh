@@ -33,6 +33,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     corpus) timeout ${CORPUS_TIMEOUT:-400} python3 -m bench.gpu_corpus --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --jobs 16 ;;
     hostile_off) timeout ${HOSTILE_TIMEOUT:-150} python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --screens off --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect dns_lookup ;;
     vet_kernelbench) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --pool "$REPO/.pools/kernelbench" --per-level 1:20 2:15 --seed 22 --name vet_kernelbench --compile-budget ${VET_COMPILE_BUDGET:-90} --vet-budget ${VET_BUDGET:-220} ;;
+    vet_bundled) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --bundled --name vet_bundled --compile-budget ${VET_COMPILE_BUDGET:-200} --vet-budget ${VET_BUDGET:-240} ;;
     stability) timeout ${STABILITY_TIMEOUT:-330} python3 -m bench.reward_stability --device cuda --repeats ${REPEATS:-5} --out "$OUT" --data-dir /tmp/evalsvc-data ;;
     suite) timeout 230 python3 -m bench.gpu_suite --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --budget 0.5 --jobs 16 ;;
     hostile) timeout 100 python3 -m bench.gpu_hostile --device cuda --out "$OUT" --data-dir /tmp/evalsvc-data --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect ;;

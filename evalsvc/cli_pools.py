@@ -123,7 +123,7 @@ def vet_cmd(
     device_class: Annotated[
         str | None, typer.Option(help="workers to vet on (default: the one live class)")
     ] = None,
-    min_ms: Annotated[float, typer.Option(help="eager runtime window, lower bound (ms)")] = 1.0,
+    min_ms: Annotated[float, typer.Option(help="eager runtime window, lower bound (ms); Ops-6K: 1")] = 0.1,
     max_ms: Annotated[float, typer.Option(help="eager runtime window, upper bound (ms)")] = 100.0,
     compile_check: Annotated[bool, typer.Option("--compile/--no-compile", help="check torch.compile")] = True,
     budget: Annotated[

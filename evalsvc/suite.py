@@ -38,9 +38,8 @@ def cases(device: str | None = None) -> list[SuiteCase]:
     for t in data["tasks"]:
         for s in t["solutions"]:
             if device is None or s["device"] == device:
-                out.append(
-                    SuiteCase(t["id"], EXAMPLES / t["task"], EXAMPLES / s["path"], s["device"], s["expect"])
-                )
+                task = EXAMPLES / t.get("task_by_device", {}).get(s["device"], t["task"])  # sized for it
+                out.append(SuiteCase(t["id"], task, EXAMPLES / s["path"], s["device"], s["expect"]))
     return out
 
 

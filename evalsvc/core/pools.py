@@ -82,9 +82,11 @@ class VetFinding(BaseModel):
 
 
 class VetPolicy(BaseModel):
-    """What a sound task must satisfy on the device it is vetted on (Ops-6K's window by default)."""
+    """What a sound task must satisfy on the device it is vetted on. The window starts at 0.1 ms, where
+    KernelBench's L1/L2 tasks start, not at CUDA-Agent-Ops-6K's 1 ms: the judge's timing read a 43 µs
+    kernel within 2% of `do_bench` on the H200 (docs/performance.md); pass 1 ms to apply Ops-6K's filter."""
 
-    min_eager_ms: float = Field(1.0, ge=0)
+    min_eager_ms: float = Field(0.1, ge=0)
     max_eager_ms: float = Field(100.0, gt=0)
     check_compile: bool = Field(True, description="also run (and time) the task under torch.compile")
     memory_fraction: float = Field(

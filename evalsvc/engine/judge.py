@@ -60,7 +60,7 @@ from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, Ru
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.precision import ReferenceIn64, rounded_inputs
 from evalsvc.engine.profiling import nbytes, task_work
-from evalsvc.engine.runner import cpu_device_threads
+from evalsvc.engine.runner import cpu_device_threads, keep_freed_memory
 from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, measure_graph, method_name
 
@@ -118,6 +118,7 @@ class Judge:
         self, device: str, launcher: RunnerLauncher, baselines: BaselineCache, ncu: NcuProbe | None = None
     ) -> None:
         self.device = torch.device(device)
+        keep_freed_memory()  # the runner's heap regime, so a baseline does not follow this process's history
         if self.device.type == "cpu":
             cpu_device_threads()  # baselines timed like the candidate (runner.cpu_device_threads says why)
         self.launcher = launcher

@@ -103,7 +103,7 @@ def _isolate(setup: RunnerSetup) -> str:
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(runner_environment(workdir))
-    _keep_freed_memory()
+    keep_freed_memory()
     return workdir
 
 
@@ -124,8 +124,11 @@ def runner_environment(workdir: str) -> dict[str, str]:
     }
 
 
-def _keep_freed_memory() -> None:
-    """Let freed heap memory be reused, so poisoning before a call reaches the candidate's allocations."""
+def keep_freed_memory() -> None:
+    """Fixed glibc heap thresholds: freed memory is reused, so poisoning before a call reaches the candidate's
+    allocations, and a tensor's pages are not faulted in afresh on each call in one process and reused in
+    another (the dynamic mmap threshold follows a process's allocation history: a CPU ReLU baseline read
+    0.7 ms in one process and 1.5-1.8 ms in the next, docs/performance.md)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD

@@ -3,8 +3,8 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 # Deliberately wrong (expect: incorrect): the second stage starts its loop over the partial sums at
-# 1, so the rows of the first split never reach the output. For 16 x 4096 x 1024 the host code uses
-# ceil(4 * SMs / 128) splits, i.e. several on any GPU with more than 32 SMs (5 on an H200), and about
+# 1, so the rows of the first split never reach the output. For 16 x 16384 x 1024 (task_cuda.py; the count
+# does not depend on the reduced extent) the host code uses ceil(4 * SMs / 128) splits, i.e. several on any GPU with more than 32 SMs (5 on an H200), and about
 # 1/splits of every sum is missing. (With a single split stage 2 is skipped and the result is right.)
 cuda_source = r"""
 #include <torch/extension.h>
