@@ -22,6 +22,7 @@ from evalsvc.core.static_checks import (
     inline_flags,
     inline_sources,
 )
+from evalsvc.suite import cases
 from tests.corpus.reader import header
 from tests.unit.test_build_flags import load_inline_flags
 
@@ -64,10 +65,7 @@ def _entries(folder: Path) -> list[Path]:
 EXPLOITS = _entries(CORPUS / "exploits")
 STATIC = [p for p in EXPLOITS if header(p).get("caught by", "").startswith("static:")]
 HONEST = _entries(CORPUS / "honest")
-EXAMPLE_SOLUTIONS = [
-    *sorted(p for p in EXAMPLES.glob("*/*/*.py") if p.name != "task.py"),
-    EXAMPLES / "l2" / "gemm_bias_relu" / "cuda_agent",
-]
+EXAMPLE_SOLUTIONS = sorted({c.solution_path for c in cases()})
 
 
 def _id(p: Path) -> str:
