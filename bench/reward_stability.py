@@ -289,6 +289,15 @@ def table(doc: dict[str, Any], header: str) -> list[str]:
     return lines
 
 
+def commit_of_tree() -> str | None:
+    """git's short HEAD, or the COMMIT file that travels with a device copy of the tree (it has no .git)."""
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    if git.returncode == 0 and git.stdout.strip():
+        return git.stdout.strip()
+    carried = ROOT / "COMMIT"
+    return (carried.read_text().strip()[:12] or None) if carried.is_file() else None
+
+
 def run_parent(args: argparse.Namespace) -> int:
     subs = subjects(args.device, args.only)
     if not subs:
@@ -301,6 +310,7 @@ def run_parent(args: argparse.Namespace) -> int:
     per_subject: dict[str, list[dict[str, Any] | None]] = {s.name: [] for s in subs}
     errors: dict[str, list[str]] = {s.name: [] for s in subs}
     wall: list[float] = []
+    commit = commit_of_tree()
     for i in range(args.repeats):
         rows_file = args.out / f"worker-{i}.json"
         rows_file.unlink(missing_ok=True)
@@ -319,21 +329,23 @@ def run_parent(args: argparse.Namespace) -> int:
                 errors[s.name].append(f"repeat {i}: {why}")
             else:
                 per_subject[s.name].append(entry)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    doc = {
-        "device": args.device,
-        "repeats": args.repeats,
-        "budget_s": args.budget,
-        "compile_baseline": True,
-        "commit": commit.stdout.strip() or None,
-        "process_wall_s": wall,
-        "rows": [build_row(s, per_subject[s.name], errors[s.name]) for s in subs],
-    }
-    header = (
-        f"Reward stability, {args.device}, {args.repeats} fresh processes, budget {args.budget} s, "
-        f"commit {doc['commit']}, {time.strftime('%Y-%m-%d %H:%M')}; processes took {wall} s"
-    )
-    write_report(args.out, NAME, doc, table(doc, header))
+        # After every process, so that a run cut short by an outer time limit keeps what it measured.
+        doc = {
+            "device": args.device,
+            "repeats": args.repeats,
+            "repeats_done": i + 1,
+            "budget_s": args.budget,
+            "compile_baseline": True,
+            "commit": commit,
+            "process_wall_s": wall,
+            "rows": [build_row(s, per_subject[s.name], errors[s.name]) for s in subs],
+        }
+        header = (
+            f"Reward stability, {args.device}, {i + 1} of {args.repeats} fresh processes, "
+            f"budget {args.budget} s, commit {commit}, {time.strftime('%Y-%m-%d %H:%M')}; "
+            f"processes took {wall} s"
+        )
+        write_report(args.out, NAME, doc, table(doc, header))
     return 0
 
 
