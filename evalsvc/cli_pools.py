@@ -23,7 +23,6 @@ tasks_app = typer.Typer(help="Import task pools and vet them on the device worke
 suites_app = typer.Typer(help="Named, versioned task suites: list, show, sample, split, report.")
 
 console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
-VET_TASK = "evalsvc.vet"
 
 
 def _stores(settings: Settings):  # type: ignore[no-untyped-def]
@@ -135,7 +134,7 @@ def vet_cmd(
     """Queue one vetting job per task on the device workers, wait, and print the statuses and reasons."""
     from celery import Celery
 
-    from workers.celery_app import make_celery
+    from evalsvc.queues import VET_TASK, make_celery
 
     settings = Settings()
     jobs, pools = _stores(settings)
