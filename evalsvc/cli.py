@@ -47,8 +47,7 @@ def eval_cmd(
     from evalsvc.settings import Settings
     from evalsvc.wiring import make_local_pipeline
 
-    overrides = {"device": device} if device else {}
-    settings = Settings(**overrides)
+    settings = Settings(device=device) if device else Settings()
     try:
         task_spec = read_task(task, meta)
         sol = read_solution(solution)

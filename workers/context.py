@@ -76,7 +76,7 @@ class WorkerContext:
         self._probe: DockerSandbox | None = None
 
     @built_once
-    def compiler(self):  # type: ignore[no-untyped-def]
+    def compiler(self):
         from evalsvc.wiring import make_compiler
 
         return make_compiler(self.settings, self.store)
@@ -91,13 +91,13 @@ class WorkerContext:
         return PoolStore(self.redis)
 
     @built_once
-    def evaluator(self):  # type: ignore[no-untyped-def]
+    def evaluator(self):
         from evalsvc.wiring import make_evaluator
 
         return make_evaluator(self.settings, self.store, self.baselines)
 
     @built_once
-    def vetter(self):  # type: ignore[no-untyped-def]
+    def vetter(self):
         from evalsvc.pools.vet import Vetter
 
         return Vetter(self.settings.device, self.settings.device_class, self.baselines)

@@ -117,7 +117,7 @@ def new_job(kind: JobKind, tenant: str, solution: Solution, **fields: object) ->
         tenant=tenant,
         created_at=now,
         updated_at=now,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 

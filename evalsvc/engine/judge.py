@@ -213,6 +213,7 @@ class Judge:
             self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
             self._refuse_disagreement(verdict.timings)  # after: a library's kernel is that, forged or not
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
+            assert verdict.timings.candidate is not None  # set by _time_candidate, or it raised
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 with self.quiet(meta.tf32):
                     graph_inputs = probe[0], probe_seeds[0]

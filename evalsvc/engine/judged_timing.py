@@ -25,7 +25,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -194,8 +194,8 @@ class RoundRunner:
             )
         want = chunk(ref, index)
         if got.numel() != want.numel():
-            message = f"timed call {j}: output {t} is not the size of the reference's"
-            raise TimingRefused("incorrect", message, "timed_output_wrong")
+            size_message = f"timed call {j}: output {t} is not the size of the reference's"
+            raise TimingRefused("incorrect", size_message, "timed_output_wrong")
         ok, message = self.check(got.to(want.device).view(ref.dtype), want.view(ref.dtype))
         if not ok:
             raise TimingRefused(
@@ -329,7 +329,7 @@ def _copy(x: Any) -> Any:
     return x.clone() if isinstance(x, torch.Tensor) else x
 
 
-def _numbers(xs: Any, n: int) -> bool:
+def _numbers(xs: Any, n: int) -> TypeGuard[list[float]]:
     return (
         isinstance(xs, list)
         and len(xs) == n
