@@ -19,10 +19,10 @@ from pathlib import Path
 import redis
 
 from bench.live_stack import free_port, wait_for
-from evalsvc.api.enqueue import COMPILE_TASK, CeleryEnqueuer
+from evalsvc.api.enqueue import CeleryEnqueuer
+from evalsvc.queues import COMPILE_QUEUE, COMPILE_TASK
 from evalsvc.settings import Settings
 from evalsvc.stack import redis_command
-from workers.celery_app import COMPILE_QUEUE
 
 
 def main() -> int:

@@ -47,8 +47,7 @@ def eval_cmd(
     from evalsvc.settings import Settings
     from evalsvc.wiring import make_local_pipeline
 
-    overrides = {"device": device} if device else {}
-    settings = Settings(**overrides)
+    settings = Settings(device=device) if device else Settings()
     try:
         task_spec = read_task(task, meta)
         sol = read_solution(solution)
@@ -106,8 +105,6 @@ def worker(
     import os
     import socket
 
-    from celery.signals import worker_ready
-
     if kind not in ("compile", "gpu"):
         raise typer.BadParameter("kind must be 'compile' or 'gpu'")
     host = socket.gethostname()
@@ -119,20 +116,9 @@ def worker(
         )
     os.environ["EVALSVC_WORKER_KIND"] = kind
     os.environ.setdefault("EVALSVC_WORKER_NAME", f"{kind}-{queue or 'compile'}@{host}")
-    from workers.celery_app import COMPILE_QUEUE
-    from workers.celery_app import app as celery_app
-    from workers.tasks import _ctx
-
-    @worker_ready.connect
-    def _beat(**_: object) -> None:
-        if kind == "gpu":
-            facts = _device_facts(device, _ctx().settings.cuda_arch)
-            _ctx().start_heartbeat("gpu", queue or "", device, device_class or "cpu", facts)
-        else:
-            _ctx().start_heartbeat("compile", COMPILE_QUEUE, "cpu", "cpu")
+    from evalsvc.queues import COMPILE_QUEUE
 
     argv = [
-        "worker",
         "--loglevel",
         "INFO",
         "-n",
@@ -145,20 +131,8 @@ def worker(
         argv += ["-Q", queue or "", "-P", "threads", "-c", str(inflight)]
     else:
         argv += ["-Q", COMPILE_QUEUE, "-c", str(concurrency or os.cpu_count() or 1)]
-    celery_app.worker_main(argv=argv)
-
-
-def _device_facts(device: str, cuda_arch: str):  # type: ignore[no-untyped-def]
-    """Measured before the first job is taken (so nothing else runs on the device meanwhile)."""
-    import logging
-
-    from evalsvc.engine.hardware import device_facts
-
-    try:
-        return device_facts(device, cuda_arch)
-    except Exception:  # the worker still serves; /v1/devices says nothing was measured
-        logging.getLogger("evalsvc.worker").exception("measuring the device failed")
-        return None
+    # The worker's own process (workers.main), so that evalsvc imports nothing of workers.
+    os.execv(sys.executable, [sys.executable, "-m", "workers.main", *argv])
 
 
 def _gpu_uuid(device: str) -> str:

@@ -23,10 +23,9 @@ tasks_app = typer.Typer(help="Import task pools and vet them on the device worke
 suites_app = typer.Typer(help="Named, versioned task suites: list, show, sample, split, report.")
 
 console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
-VET_TASK = "evalsvc.vet"
 
 
-def _stores(settings: Settings):  # type: ignore[no-untyped-def]
+def _stores(settings: Settings):
     import redis
 
     from evalsvc.service.pools import PoolStore
@@ -95,7 +94,7 @@ def import_cmd(
         console.print("nothing changed")
 
 
-def _live_queues(jobs, device_class: str | None) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+def _live_queues(jobs, device_class: str | None) -> tuple[str, list[str]]:
     live = [w for w in jobs.workers() if w.kind == "gpu" and time.time() - w.heartbeat_at < 30]
     classes = sorted({w.device_class for w in live})
     if device_class is None:
@@ -113,7 +112,7 @@ def _live_queues(jobs, device_class: str | None) -> tuple[str, list[str]]:  # ty
     return device_class, queues
 
 
-def _all_task_ids(jobs) -> list[str]:  # type: ignore[no-untyped-def]
+def _all_task_ids(jobs) -> list[str]:
     return [t.decode() for t in jobs.r.zrange("evalsvc:tasks", 0, -1)]
 
 
@@ -135,7 +134,7 @@ def vet_cmd(
     """Queue one vetting job per task on the device workers, wait, and print the statuses and reasons."""
     from celery import Celery
 
-    from workers.celery_app import make_celery
+    from evalsvc.queues import VET_TASK, make_celery
 
     settings = Settings()
     jobs, pools = _stores(settings)
@@ -172,7 +171,7 @@ def vet_cmd(
         raise typer.Exit(1)
 
 
-def _wait(pools, device_class: str, todo: list[str], run: str, timeout: float) -> dict[str, VetRecord]:  # type: ignore[no-untyped-def]
+def _wait(pools, device_class: str, todo: list[str], run: str, timeout: float) -> dict[str, VetRecord]:
     fresh: dict[str, VetRecord] = {}
     deadline = time.monotonic() + timeout
     with _progress() as progress:
@@ -210,7 +209,7 @@ def _print_summary(records: dict[str, VetRecord], total: int) -> None:
         console.print(reasons)
 
 
-def _suite_or_exit(pools, name: str, version: int | None = None):  # type: ignore[no-untyped-def]
+def _suite_or_exit(pools, name: str, version: int | None = None):
     s = pools.suite(name, version)
     if s is None:
         console.print(f"[red]error:[/red] no suite {name!r}" + (f" version {version}" if version else ""))
@@ -267,7 +266,7 @@ def sample_cmd(
     _print_tasks(view, as_json)
 
 
-def _print_tasks(view, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _print_tasks(view, as_json: bool) -> None:
     if as_json:
         typer.echo(view.model_dump_json(indent=2))
         return

@@ -202,7 +202,7 @@ class AsyncClient:
             yield await fut
 
 
-def make_reward_fn(base_url: str, api_key: str | None = None, timeout: float = 900):  # type: ignore[no-untyped-def]
+def make_reward_fn(base_url: str, api_key: str | None = None, timeout: float = 900):
     """A reward function for RL frameworks: (task source, solution text) -> (reward, result document)."""
     client = Client(base_url, api_key)
 

@@ -94,7 +94,7 @@ def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = Tru
     )
 
 
-def make_evaluator(settings: Settings, store: ArtifactStore, baselines=None):  # type: ignore[no-untyped-def]
+def make_evaluator(settings: Settings, store: ArtifactStore, baselines=None):
     """The judge side for one device. Imports torch: call it only in processes that evaluate.
 
     `baselines` is the baseline cache (the fleet's Redis one on GPU workers); in-memory by default."""
@@ -129,7 +129,7 @@ def make_evaluator(settings: Settings, store: ArtifactStore, baselines=None):  #
     return Evaluator(judge, store, worker=settings.worker_name)
 
 
-def _ncu_probe(settings: Settings, isolate: bool):  # type: ignore[no-untyped-def]
+def _ncu_probe(settings: Settings, isolate: bool):
     """Nsight Compute for profiled candidates, where it is enabled, installed and the device is a GPU."""
     from evalsvc.engine.ncu import NcuProbe, find_ncu
 
@@ -139,7 +139,7 @@ def _ncu_probe(settings: Settings, isolate: bool):  # type: ignore[no-untyped-de
     return NcuProbe(ncu, settings.scratch_dir, isolate, settings.runner_memory_bytes)
 
 
-def make_local_pipeline(settings: Settings, with_pch: bool = True):  # type: ignore[no-untyped-def]
+def make_local_pipeline(settings: Settings, with_pch: bool = True):
     """Compiler + evaluator in one process (the CLI's `eval`)."""
     from evalsvc.engine.evaluate import LocalPipeline
 

@@ -1,4 +1,4 @@
-"""The Celery application: Redis broker, late acks, prefetch 1, bounded redelivery.
+"""The workers' Celery application, configured by `evalsvc.queues.make_celery`, the contract both sides use.
 
 Celery carries only job ids; state and results live in Redis through `JobStore`. The worker's process
 hooks live here too: JSON logs, this process's metrics, and the metrics exporter of the worker's main
@@ -11,55 +11,21 @@ import logging
 from functools import cache
 from typing import Any
 
-from celery import Celery
 from celery.signals import setup_logging, worker_init, worker_process_shutdown
 from prometheus_client.multiprocess import mark_process_dead
 
 from evalsvc.observability.exporter import exposition_registry, start_exporter, worker_collectors
 from evalsvc.observability.logs import setup_logging as configure_logging
 from evalsvc.observability.metrics import WorkerMetrics
+from evalsvc.queues import COMPILE_QUEUE, make_celery
 from evalsvc.settings import Settings
 
-COMPILE_QUEUE = "compile"
 SETTINGS = Settings()
 
 log = logging.getLogger("evalsvc.worker")
 
 
-def make_celery(settings: Settings) -> Celery:
-    app = Celery("evalsvc", broker=settings.redis_url, include=["workers.tasks"])
-    app.conf.update(
-        task_acks_late=True,
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
-        task_default_queue=COMPILE_QUEUE,
-        task_ignore_result=True,
-        task_serializer="json",
-        accept_content=["json"],
-        broker_connection_retry_on_startup=True,
-        broker_transport_options=redelivery_options(settings.redelivery_after_s),
-        worker_hijack_root_logger=False,
-        # A prefork child can be killed when the broker connection drops; a GPU worker's thread cannot:
-        # its evaluations run to the end and write their results (Redis retries ride out a restart), and
-        # their messages, never acked, come back and find the jobs done. Cancelling them made Celery
-        # crash the worker (NotImplementedError from the threads pool, in test_redis_restart_during_a_batch).
-        worker_cancel_long_running_tasks_on_connection_loss=settings.worker_kind != "gpu",
-    )
-    return app
-
-
-def redelivery_options(after_s: int) -> dict[str, int]:
-    """Kombu's Redis transport puts an unacked message back once it is `visibility_timeout` old, but
-    only scans for such messages every interval x throttle seconds (10 x 10 by default): scan every
-    tenth of the timeout (1 to 10 s) so a dead worker's job is redelivered close to `after_s`."""
-    return {
-        "visibility_timeout": after_s,
-        "unacked_restore_interval": max(1, min(10, after_s // 10)),
-        "unacked_restore_throttle": 1,
-    }
-
-
-app = make_celery(SETTINGS)
+app = make_celery(SETTINGS, include=("workers.tasks",))
 
 
 @cache

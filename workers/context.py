@@ -18,6 +18,7 @@ from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, FailureKind, Status
+from evalsvc.queues import COMPILE_QUEUE, EVALUATE_TASK, ROUTE_TASK
 from evalsvc.sandbox.base import SandboxUnavailable, sandbox_job
 from evalsvc.service.pools import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
@@ -26,7 +27,7 @@ from evalsvc.service.state import JobStore
 from evalsvc.settings import CompileBackend, Settings
 from evalsvc.store.baselines import RedisBaselineCache
 from evalsvc.wiring import make_store, sandbox_owner
-from workers.celery_app import COMPILE_QUEUE
+from workers.celery_app import app
 
 if TYPE_CHECKING:
     from evalsvc.sandbox.docker_sandbox import DockerSandbox
@@ -75,7 +76,7 @@ class WorkerContext:
         self._probe: DockerSandbox | None = None
 
     @built_once
-    def compiler(self):  # type: ignore[no-untyped-def]
+    def compiler(self):
         from evalsvc.wiring import make_compiler
 
         return make_compiler(self.settings, self.store)
@@ -90,13 +91,13 @@ class WorkerContext:
         return PoolStore(self.redis)
 
     @built_once
-    def evaluator(self):  # type: ignore[no-untyped-def]
+    def evaluator(self):
         from evalsvc.wiring import make_evaluator
 
         return make_evaluator(self.settings, self.store, self.baselines)
 
     @built_once
-    def vetter(self):  # type: ignore[no-untyped-def]
+    def vetter(self):
         from evalsvc.pools.vet import Vetter
 
         return Vetter(self.settings.device, self.settings.device_class, self.baselines)
@@ -162,9 +163,7 @@ class WorkerContext:
             job.queue = queue
             job.attempts = 0
             if self.jobs.advance(job, State.RUNNING):
-                from workers.tasks import evaluate_job
-
-                evaluate_job.apply_async(args=[job.id], queue=queue)
+                app.send_task(EVALUATE_TASK, args=[job.id], queue=queue)
             return
         if time.time() >= deadline:
             self.finish(
@@ -189,11 +188,8 @@ class WorkerContext:
                 job.id,
                 deadline - time.time(),
             )
-        from workers.tasks import route_job
-
-        route_job.apply_async(
-            args=[job.id, deadline, job.updated_at], queue=COMPILE_QUEUE, countdown=ROUTE_RECHECK_S
-        )
+        args = [job.id, deadline, job.updated_at]
+        app.send_task(ROUTE_TASK, args=args, queue=COMPILE_QUEUE, countdown=ROUTE_RECHECK_S)
 
     def evaluate(self, job: Job) -> None:
         task = self.jobs.get_task(job.task_id or "")

@@ -23,6 +23,7 @@ from evalsvc.core.results import FailureKind, Status
 from evalsvc.observability.gpu_health import resolve_index, timing_readiness
 from evalsvc.observability.logs import log_context
 from evalsvc.observability.metrics import WorkerMetrics
+from evalsvc.queues import COMPILE_TASK, EVALUATE_TASK, PROFILE_TASK, ROUTE_TASK, VET_TASK
 from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.service.records import Job, JobKind, State
 from workers.celery_app import app, worker_metrics
@@ -120,7 +121,7 @@ def _check_gpu(ctx: WorkerContext, metrics: WorkerMetrics) -> None:
         log.warning("GPU %d is not ready for timing: %s", index, why)
 
 
-@app.task(name="evalsvc.compile", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=COMPILE_TASK, acks_late=True, reject_on_worker_lost=True)
 def compile_job(job_id: str) -> None:
     ctx, metrics = _ctx(), worker_metrics()
     with log_context(evaluation_id=job_id, stage="compile"):
@@ -136,7 +137,7 @@ def compile_job(job_id: str) -> None:
             log.info("finished at compile: %s", job.result.status if job.result else "compiled")
 
 
-@app.task(name="evalsvc.route", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=ROUTE_TASK, acks_late=True, reject_on_worker_lost=True)
 def route_job(job_id: str, deadline: float, parked_at: float) -> None:
     """Look again for a live GPU worker for a compiled job parked by `WorkerContext.route` (milliseconds
     of a compile slot, not `route_wait_s`). Not an attempt: nothing of the job runs here. A message whose
@@ -153,7 +154,7 @@ def route_job(job_id: str, deadline: float, parked_at: float) -> None:
             log.info("finished at routing: %s", job.result.status if job.result else None)
 
 
-@app.task(name="evalsvc.evaluate", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=EVALUATE_TASK, acks_late=True, reject_on_worker_lost=True)
 def evaluate_job(job_id: str) -> None:
     ctx, metrics = _ctx(), worker_metrics()
     with log_context(evaluation_id=job_id, stage="evaluate"):
@@ -177,7 +178,7 @@ def evaluate_job(job_id: str) -> None:
             metrics.finished(job)
 
 
-@app.task(name="evalsvc.profile_task", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=PROFILE_TASK, acks_late=True, reject_on_worker_lost=True)
 def profile_task(task_id: str, device_class: str) -> None:
     """A task's reference profile on this GPU worker (queued straight here by the gateway)."""
     ctx, metrics = _ctx(), worker_metrics()
@@ -187,7 +188,7 @@ def profile_task(task_id: str, device_class: str) -> None:
         metrics.observe("profile", time.monotonic() - started)
 
 
-@app.task(name="evalsvc.vet", acks_late=True, reject_on_worker_lost=True)
+@app.task(name=VET_TASK, acks_late=True, reject_on_worker_lost=True)
 def vet_job(task_id: str, policy: dict, run: str | None = None) -> None:
     """Vet a registered task on this worker's device (`evalsvc tasks vet` sends these to GPU queues)."""
     ctx = _ctx()

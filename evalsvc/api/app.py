@@ -19,13 +19,14 @@ from fastapi.routing import APIRoute
 from evalsvc.api import batches, compile, devices, evaluations, health, profiles, suites, tasks
 from evalsvc.api.auth import Authenticator
 from evalsvc.api.body_limit import BodyLimitMiddleware
-from evalsvc.api.enqueue import CeleryEnqueuer, Enqueuer
+from evalsvc.api.enqueue import CeleryEnqueuer
 from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics, MetricsMiddleware
 from evalsvc.api.orphans import sweep_forever
 from evalsvc.api.problems import as_problem_media, install_handlers
 from evalsvc.api.redis_clients import async_redis_client, redis_client
 from evalsvc.observability.logs import setup_logging
+from evalsvc.queues import Enqueuer
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 

@@ -18,7 +18,6 @@ from evalsvc.api.deps import (
     current_principal,
     wait_query,
 )
-from evalsvc.api.enqueue import Enqueuer
 from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_job
@@ -27,6 +26,7 @@ from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import compile_fingerprint, new_job, replayed, scoped_key, submit
 from evalsvc.api.views import compile_view
+from evalsvc.queues import Enqueuer
 from evalsvc.service.records import BrokenJob, CompileRequest, CompileView, Job, JobKind, State
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings

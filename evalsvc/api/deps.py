@@ -8,10 +8,10 @@ from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from evalsvc.api.auth import Authenticator, Principal
-from evalsvc.api.enqueue import Enqueuer
 from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics
 from evalsvc.api.problems import ProblemError
+from evalsvc.queues import Enqueuer
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 

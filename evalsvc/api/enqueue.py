@@ -6,34 +6,13 @@ import base64
 import json
 import threading
 import uuid
-from typing import Protocol
 
 import redis
 from celery import Celery
 
 from evalsvc.api.redis_clients import redis_client
+from evalsvc.queues import COMPILE_QUEUE, COMPILE_TASK, PROFILE_TASK, QueueUnavailable, make_celery
 from evalsvc.settings import Settings
-from workers.celery_app import COMPILE_QUEUE, make_celery
-
-COMPILE_TASK = "evalsvc.compile"
-PROFILE_TASK = "evalsvc.profile_task"
-
-
-class QueueUnavailable(Exception):
-    """The broker refused or could not be reached (a 503 `queue_unavailable`, not `store_unavailable`)."""
-
-
-class Enqueuer(Protocol):
-    def enqueue(self, job_id: str) -> None:
-        """Queue the job for its compile stage (which routes evaluations to a GPU queue itself)."""
-
-    def enqueue_profile(self, task_id: str, device_class: str, queue: str) -> None:
-        """Queue a reference profile straight to one GPU worker's queue (nothing to compile)."""
-
-    def enqueue_many(self, job_ids: list[str]) -> None:
-        """Queue several jobs, in order (a batch): one connection for all of them."""
-
-    def close(self) -> None: ...
 
 
 class CeleryEnqueuer:

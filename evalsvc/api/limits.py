@@ -5,9 +5,9 @@ from __future__ import annotations
 import redis.asyncio
 
 from evalsvc.api.problems import ProblemError, retry_after
+from evalsvc.queues import COMPILE_QUEUE
 from evalsvc.service.state import JobStore, P
 from evalsvc.settings import Settings
-from workers.celery_app import COMPILE_QUEUE
 
 QUOTA_RETRY_AFTER_S = 5
 BACKPRESSURE_RETRY_AFTER_S = 10

@@ -29,10 +29,9 @@ import anyio
 import redis
 from anyio import to_thread
 
-from evalsvc.api.enqueue import Enqueuer, QueueUnavailable
+from evalsvc.queues import COMPILE_QUEUE, Enqueuer, QueueUnavailable
 from evalsvc.service.records import BrokenJob, State
 from evalsvc.service.state import JobStore
-from workers.celery_app import COMPILE_QUEUE
 
 log = logging.getLogger("evalsvc.api")
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from evalsvc.api.enqueue import QueueUnavailable
+from evalsvc.queues import QueueUnavailable
 
 log = logging.getLogger("evalsvc.api")
 

@@ -3,6 +3,8 @@ unreachable Redis (the problem handlers map `redis.RedisError` to 503)."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import redis
 import redis.asyncio
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -12,7 +14,13 @@ from redis.retry import Retry
 from evalsvc.settings import Settings
 
 
-def _fail_fast(settings: Settings) -> dict[str, object]:
+class _FailFast(TypedDict):
+    socket_timeout: float
+    socket_connect_timeout: float
+    health_check_interval: int
+
+
+def _fail_fast(settings: Settings) -> _FailFast:
     return {
         "socket_timeout": settings.redis_timeout_s,
         "socket_connect_timeout": settings.redis_timeout_s,

@@ -11,7 +11,6 @@ import time
 import redis
 
 from evalsvc.api.auth import Principal, may_author_tasks
-from evalsvc.api.enqueue import Enqueuer
 from evalsvc.api.problems import ProblemError
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.options import EvalOptions
@@ -19,6 +18,7 @@ from evalsvc.core.outcomes import failure
 from evalsvc.core.results import Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
+from evalsvc.queues import Enqueuer
 from evalsvc.service.records import BrokenJob, EvaluationRequest, Job, JobKind, State
 from evalsvc.service.state import JobStore, new_id
 
@@ -117,7 +117,7 @@ def new_job(kind: JobKind, tenant: str, solution: Solution, **fields: object) ->
         tenant=tenant,
         created_at=now,
         updated_at=now,
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 

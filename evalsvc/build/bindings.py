@@ -451,8 +451,10 @@ class _Scanner:
         )
         plain = texts[0] == "namespace" and bool(names) and all(_ASCII_IDENT.fullmatch(n) for n in names)
         self.out.namespaces.update(n for n in names if _ASCII_IDENT.fullmatch(n))
-        bindable = plain and outer is not None and len(outer) + len(names) <= MAX_NAMESPACE_DEPTH
-        self.frames.append((*outer, *names) if bindable else None)  # not for extern "C", inline, anonymous
+        if plain and outer is not None and len(outer) + len(names) <= MAX_NAMESPACE_DEPTH:
+            self.frames.append((*outer, *names))
+        else:
+            self.frames.append(None)  # not for extern "C", inline, anonymous
         self.cur, self.grouped = [], False
 
     def emit(self, toks: list[Tok], body: list[Tok] | None, end: int) -> None:

@@ -69,7 +69,7 @@ def vendor_include_flags() -> list[str]:
     return [f"-isystem {d}" for d in dirs]
 
 
-def _call_with_known_kwargs(fn, **kwargs):  # type: ignore[no-untyped-def]
+def _call_with_known_kwargs(fn, **kwargs):
     """torch's private helpers gained parameters over versions (SYCL); pass only what this one takes."""
     params = inspect.signature(fn).parameters
     return fn(**{k: v for k, v in kwargs.items() if k in params})

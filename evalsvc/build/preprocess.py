@@ -30,6 +30,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from evalsvc.build.flags import sets_predefined_macros, split_flags
 from evalsvc.core.static_native import decode_ucns, join_splices, literal_end
@@ -193,7 +194,9 @@ def _run(argv: list[str], data: bytes, timeout_s: float) -> tuple[bytes, bytes, 
     """Run with the source on stdin, stdout and stderr to files (capped by the file-size limit), as an
     unprivileged user when we are root; kill the whole process group at the timeout."""
     root_user = os.geteuid() == 0
-    as_user = {"user": UNPRIVILEGED_UID, "group": UNPRIVILEGED_UID, "extra_groups": []} if root_user else {}
+    as_user: dict[str, Any] = (
+        {"user": UNPRIVILEGED_UID, "group": UNPRIVILEGED_UID, "extra_groups": []} if root_user else {}
+    )
     with tempfile.TemporaryDirectory(prefix="evalsvc-cpp-") as tmp:
         root = Path(tmp)
         root.chmod(0o711)  # the unprivileged child reaches its working directory, nothing else here

@@ -1426,9 +1426,9 @@ class ObjectScreen:
             if sec.executable and sec.flags & _SHF_WRITE:
                 self.hit("machine-code", sec.name, "is a writable executable section")
         for sym in self.elf.symbols:
-            sec = self.elf.sections[sym.shndx] if sym.in_section else None
-            if sec is not None and sec.executable and sym.type in (_STT_OBJECT, _STT_TLS, _STT_COMMON):
-                self.hit("machine-code", sym.name, f"is data placed in the executable section `{sec.name}`")
+            home = self.elf.sections[sym.shndx] if sym.in_section else None
+            if home is not None and home.executable and sym.type in (_STT_OBJECT, _STT_TLS, _STT_COMMON):
+                self.hit("machine-code", sym.name, f"is data placed in the executable section `{home.name}`")
         for sec_index, code in self.graph.code.items():
             for pos in code.undecodable:
                 self.hit("machine-code", self.graph._where(sec_index, pos),

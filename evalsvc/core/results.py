@@ -88,6 +88,12 @@ class JudgedTiming(BaseModel):
     cpu_overhead_spread_ms: float | None = Field(
         None, description="CPU device: slowest less fastest null round, CPU time per call"
     )
+    confirmed_high_ms: float | None = Field(
+        None,
+        description="CPU device: the slowest time per call the judge's clock allows (its figure with the "
+        "slack the floor takes off, added); the candidate's 95% interval reaches up to it, so a reward "
+        "rests only on what the judge could confirm from outside the runner",
+    )
 
 
 class BaselineCheck(BaseModel):

@@ -160,8 +160,8 @@ class ForwardScan:
                 self.propagate(node)
             if len(self.tnames) + len(self.modnames) + len(self.ptrnames) == before:
                 break
-        for node in self.nodes:
-            self.visit(node)
+        for any_node in self.nodes:
+            self.visit(any_node)
 
     # -- what is a tensor --------------------------------------------------------------------------
     def propagate(self, node: ast.AST) -> None:
@@ -173,6 +173,7 @@ class ForwardScan:
         elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
             pairs = [(node.target, node.iter)]
         elif isinstance(node, ast.Call):  # arguments of lambdas and nested functions
+            fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | None
             fn = node.func if isinstance(node.func, ast.Lambda) else None
             fn = self.nested.get(node.func.id, fn) if isinstance(node.func, ast.Name) else fn
             self.tnames |= self.mapped(fn, node, skip_self=False) if fn is not None else set()
@@ -388,9 +389,13 @@ class Reach:
             if (fn := cls.methods.get(name)) is not None:
                 self.add(cls.mod, cls, fn, set(params(fn)[1:]), f"ModelNew.{name}")
         for node in ast.walk(cls.node):  # hooks run around forward
-            is_call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
-            if is_call and node.func.attr in ("register_forward_hook", "register_forward_pre_hook"):  # type: ignore[union-attr]
-                hook = node.args[0]  # type: ignore[union-attr]
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.args
+                and node.func.attr in ("register_forward_hook", "register_forward_pre_hook")
+            ):
+                hook = node.args[0]
                 if isinstance(hook, ast.Attribute) and is_self_attr(hook) and hook.attr in cls.methods:
                     fn = cls.methods[hook.attr]
                     self.add(cls.mod, cls, fn, set(params(fn)[1:]), f"ModelNew.{hook.attr} (a forward hook)")

@@ -1176,7 +1176,7 @@ def _declarators_code(
     while before > 0 and toks[before].text in ("const", "volatile", "__restrict__"):  # `Init* const p`
         before -= 1
     pointer = before >= 0 and toks[before].text in ("*", "&", "&&")
-    while k is not None and k < len(toks):
+    while k < len(toks):
         nxt = toks[k + 1].text if k + 1 < len(toks) else ";"
         j = k + 1
         while nxt == "[":  # arrays: their elements are constructed as plain objects are
@@ -1193,7 +1193,10 @@ def _declarators_code(
             what = _first_code(toks[j + 1 if nxt == "=" else j : end], classes)
             if what:
                 return what
-        k, pointer = _next_declarator(toks, end)
+        following, pointer = _next_declarator(toks, end)
+        if following is None:
+            break
+        k = following
     return None
 
 
@@ -1226,7 +1229,9 @@ def _looks_like_params(args: list[Tok], types: set[str]) -> bool:
     type are constructor arguments."""
     if not args:
         return True  # `Foo f();` declares a function
-    groups, current, depth = [], [], 0
+    groups: list[list[Tok]] = []
+    current: list[Tok] = []
+    depth = 0
     for t in args:
         depth += 1 if t.text in ("(", "[", "<") else -1 if t.text in (")", "]", ">") else 0
         if t.text == "," and depth == 0:

@@ -236,7 +236,8 @@ def bind_names(mod: Module) -> None:
 
 def _module_level_names(tree: ast.Module) -> set[str]:
     """Names bound outside functions and classes (module globals)."""
-    out, todo = set(), list(tree.body)
+    out: set[str] = set()
+    todo: list[ast.AST] = list(tree.body)
     while todo:
         node = todo.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
@@ -415,7 +416,7 @@ class GlobalScan(ast.NodeVisitor):
             q in ("builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.hasattr")
             and node.args
         ):
-            self.reflective(node, q.rsplit(".", 1)[-1])  # type: ignore[union-attr]
+            self.reflective(node, q.rsplit(".", 1)[-1])
         elif q == "torch.utils.cpp_extension.load":
             self.check_load(node)
         self.generic_visit(node)
@@ -465,7 +466,7 @@ class GlobalScan(ast.NodeVisitor):
                     f"assigning to `{src(target)}` patches `{q}` (monkeypatching)",
                 )
 
-    def visit_Try(self, node: ast.Try) -> None:
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         for h in node.handlers:
             if not (h.body and isinstance(h.body[-1], ast.Raise)):
                 caught = src(h.type) if h.type is not None else "everything"

@@ -23,6 +23,9 @@ RECHECK_SHARE = 0.2
 # Cached and fresh medians may differ by twice their summed CI half-widths, and never less than this,
 # before the cached figure is replaced: the milestone margin is 5%, smaller drifts do not move rewards.
 RECHECK_FLOOR = 0.05
+# ... and never more than this: a short check too noisy to agree within it is settled by a full measurement,
+# not taken as agreement (tolerances of 1.5-7x let a cached figure stand against anything, red team 12-05).
+RECHECK_CAP = 0.25
 # Compiled baselines held in this process for re-checks (a compile costs seconds, a re-check 0.1 s).
 COMPILED_HELD = 8
 
@@ -118,7 +121,8 @@ class BaselineTimer:
         quick = dataclasses.replace(policy, budget_s=policy.budget_s * RECHECK_SHARE)
         with self.quiet(tf32):
             check = measure(call, inputs_for, self.device, quick).stats
-        tolerance = max(RECHECK_FLOOR, 2 * (check.rel_ci_halfwidth + cached.rel_ci_halfwidth))
+        spread = 2 * (check.rel_ci_halfwidth + cached.rel_ci_halfwidth)
+        tolerance = min(RECHECK_CAP, max(RECHECK_FLOOR, spread))
         replaced = abs(check.median_ms - cached.median_ms) > tolerance * cached.median_ms
         timings.baseline_checks.append(
             BaselineCheck(

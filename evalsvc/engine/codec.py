@@ -156,7 +156,11 @@ def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) ->
     for t, marker in zip(tensors, markers, strict=True):
         if "at" not in marker:
             host = t.detach().reshape(-1).contiguous().cpu()
-            conn.send_bytes(memoryview(host.view(torch.uint8).numpy()) if host.numel() else b"")
+            if host.numel():
+                arr = host.view(torch.uint8).numpy()
+                conn.send_bytes(memoryview(arr))  # type: ignore[arg-type]  # numpy stubs: Buffer only on 3.12+
+            else:
+                conn.send_bytes(b"")
 
 
 def receive(

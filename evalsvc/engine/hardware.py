@@ -21,7 +21,7 @@ CUDA_MATMUL_N = 8192
 CPU_MATMUL_N = 1024
 
 
-def _best_seconds(fn: Callable[[], None], device: torch.device, reps: int, rounds: int = 3) -> float:
+def _best_seconds(fn: Callable[[], object], device: torch.device, reps: int, rounds: int = 3) -> float:
     """The fastest of `rounds` timings of `reps` back-to-back calls, per call."""
     fn()
     best = float("inf")

@@ -50,6 +50,8 @@ from evalsvc.engine.judged_timing import (
     TimingRefused,
     as_check,
     calibrate,
+    confirmed_interval,
+    judge_figure,
     library_excess,
     process_cpu_ms,
     refuse_disagreement,
@@ -213,6 +215,7 @@ class Judge:
             self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
             self._refuse_disagreement(verdict.timings)  # after: a library's kernel is that, forged or not
             self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
+            assert verdict.timings.candidate is not None  # set by _time_candidate, or it raised
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
                 with self.quiet(meta.tf32):
                     graph_inputs = probe[0], probe_seeds[0]
@@ -632,6 +635,9 @@ class Judge:
             refuse_disagreement(timings.candidate.median_ms, timings.candidate_judged, self.device.type)
         except TimingRefused as e:
             raise _Stop(Status(e.status), str(e), rule=e.rule) from None
+        if self.device.type == "cpu":
+            timings.candidate = confirmed_interval(timings.candidate, timings.candidate_judged)
+            timings.candidate_judged.confirmed_high_ms = judge_figure(timings.candidate_judged, "cpu").high_ms
 
     def _baseline_keys(self, task: LoadedTask, options: EvalOptions) -> BaselineKeys:
         budget, ci = options.timing_budget_s, options.target_rel_ci

@@ -25,11 +25,11 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
-from evalsvc.core.results import JudgedTiming
+from evalsvc.core.results import JudgedTiming, TimingStats
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, output_tensors
 from evalsvc.engine.compare import compare
 from evalsvc.engine.cpu_attribution import Attribution, FileId, library_share
@@ -194,8 +194,8 @@ class RoundRunner:
             )
         want = chunk(ref, index)
         if got.numel() != want.numel():
-            message = f"timed call {j}: output {t} is not the size of the reference's"
-            raise TimingRefused("incorrect", message, "timed_output_wrong")
+            size_message = f"timed call {j}: output {t} is not the size of the reference's"
+            raise TimingRefused("incorrect", size_message, "timed_output_wrong")
         ok, message = self.check(got.to(want.device).view(ref.dtype), want.view(ref.dtype))
         if not ok:
             raise TimingRefused(
@@ -261,6 +261,35 @@ def time_candidate(
     return CandidateTiming(plan.samples_ms, judged)
 
 
+@dataclass
+class JudgeFigure:
+    """What the judge's own clock says of the candidate's time per call, and how unsure it is by."""
+
+    figure_ms: float
+    overhead_ms: float
+    allowance_ms: float  # noise and drift of the runner's own cost, which the figure has had taken off
+    clock: str
+
+    @property
+    def floor_ms(self) -> float:
+        return self.figure_ms * (1 - RELATIVE_SLACK) - self.allowance_ms
+
+    @property
+    def high_ms(self) -> float:
+        return self.figure_ms * (1 + RELATIVE_SLACK) + self.allowance_ms
+
+
+def judge_figure(judged: JudgedTiming, device_type: str) -> JudgeFigure:
+    spread = judged.overhead_max_ms - judged.overhead_min_ms
+    if device_type != "cpu":
+        return JudgeFigure(judged.per_call_ms, judged.overhead_ms, NOISE_SLACK * spread, "clock")
+    figure, overhead, clock = judged.per_call_ms, judged.overhead_ms, "clock"
+    if judged.cpu_per_call_ms is not None and judged.cpu_per_call_ms < figure:
+        figure, overhead, clock = judged.cpu_per_call_ms, judged.cpu_overhead_ms or 0.0, "CPU clock"
+        spread = judged.cpu_overhead_spread_ms or 0.0
+    return JudgeFigure(figure, overhead, NOISE_SLACK * spread + CPU_DRIFT_SLACK * overhead, clock)
+
+
 def refuse_disagreement(median_ms: float, judged: JudgedTiming, device_type: str) -> None:
     """The runner's median must not be faster than the judge's clock allows, and on a GPU a round must
     not take less than the runner's own work does."""
@@ -274,22 +303,27 @@ def refuse_disagreement(median_ms: float, judged: JudgedTiming, device_type: str
             "candidate): the timing loop was altered",
             "timing_unconfirmed",
         )
-    figure, overhead, clock = judged.per_call_ms, judged.overhead_ms, "clock"
-    if device_type == "cpu":
-        if judged.cpu_per_call_ms is not None and judged.cpu_per_call_ms < figure:
-            figure, overhead, clock = judged.cpu_per_call_ms, judged.cpu_overhead_ms or 0.0, "CPU clock"
-            spread = judged.cpu_overhead_spread_ms or 0.0
-        floor = figure * (1 - RELATIVE_SLACK) - NOISE_SLACK * spread - CPU_DRIFT_SLACK * overhead
-    else:
-        floor = figure * (1 - RELATIVE_SLACK) - NOISE_SLACK * spread
-    if median_ms < floor:
+    seen = judge_figure(judged, device_type)
+    if median_ms < seen.floor_ms:
         raise TimingRefused(
             "forbidden",
-            f"the runner reported a median of {median_ms * 1e3:.1f} µs, but the judge's {clock} saw at "
-            f"least {figure * 1e3:.1f} µs per call (after the runner's own {overhead * 1e3:.1f} µs): the "
-            "reported times are not believed",
+            f"the runner reported a median of {median_ms * 1e3:.1f} µs, but the judge's {seen.clock} saw at "
+            f"least {seen.figure_ms * 1e3:.1f} µs per call (after the runner's own "
+            f"{seen.overhead_ms * 1e3:.1f} µs): the reported times are not believed",
             "timing_unconfirmed",
         )
+
+
+def confirmed_interval(stats: TimingStats, judged: JudgedTiming) -> TimingStats:
+    """CPU device: the candidate's 95% interval reaches up to the slowest time per call the judge's clock
+    allows. Where the runner's own cost per call dwarfs the kernel, the floor cannot hold a forged median
+    up (red team 2026-12-05: times reported at 0.3x passed with reward 3), so the interval says how little
+    the judge confirmed, and a reward decided on its low end does not rest on the runner's word."""
+    high = max(stats.ci95_high_ms, judge_figure(judged, "cpu").high_ms)
+    if high <= stats.ci95_high_ms or stats.median_ms <= 0:
+        return stats
+    half = (high - stats.ci95_low_ms) / 2
+    return stats.model_copy(update={"ci95_high_ms": high, "rel_ci_halfwidth": half / stats.median_ms})
 
 
 LIBRARY_SHARE_LIMIT = 0.5  # of the candidate's CPU time per timed call, beyond the null candidate's
@@ -329,7 +363,7 @@ def _copy(x: Any) -> Any:
     return x.clone() if isinstance(x, torch.Tensor) else x
 
 
-def _numbers(xs: Any, n: int) -> bool:
+def _numbers(xs: Any, n: int) -> TypeGuard[list[float]]:
     return (
         isinstance(xs, list)
         and len(xs) == n

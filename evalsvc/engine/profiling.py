@@ -109,7 +109,7 @@ def _device_operators(prof: Any, runs: int) -> list[OpStat]:
     for e in prof.key_averages(group_by_input_shape=True):
         if _RUNTIME.match(e.key):  # CUDA runtime/driver calls and profiler markers, not operators
             continue
-        us = getattr(e, "self_device_time_total", None)
+        us: float | None = getattr(e, "self_device_time_total", None)
         if us is None:
             us = getattr(e, "self_cuda_time_total", 0.0)
         if us > 0:

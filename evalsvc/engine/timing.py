@@ -110,6 +110,8 @@ class RoundTimer:
         around: Callable[[], contextlib.AbstractContextManager[Any]],
         marks: list[tuple[Any, Any]],
     ) -> Any:
+        begin: torch.cuda.Event | float
+        end: torch.cuda.Event | float
         with around():
             if self.cuda:
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -134,7 +134,7 @@ def exposition_registry(
     if multiproc_dir is not None:
         registry.register(MultiProcess(multiproc_dir))
     elif local is not None:
-        registry.register(local)  # type: ignore[arg-type]  # a registry is a collector of its metrics
+        registry.register(local)  # a registry is a collector of its metrics
     for c in collectors:
         registry.register(c)
     return registry

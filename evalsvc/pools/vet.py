@@ -188,7 +188,7 @@ class Vetter:
                 f"{total / 2**30:.0f} GiB (the judge and the candidate share it)",
             )
 
-    def _keys(self, spec: TaskSpec, policy: VetPolicy):  # type: ignore[no-untyped-def]
+    def _keys(self, spec: TaskSpec, policy: VetPolicy):
         return baseline_keys(
             spec, device_name(self.device), torch.__version__, policy.timing_budget_s, policy.target_rel_ci
         )

@@ -25,6 +25,7 @@ COMPILE_UID_BASE = 65400
 COMPILE_UIDS = 64
 COMPILE_KILLER_UID_BASE = COMPILE_UID_BASE + COMPILE_UIDS
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 
@@ -70,10 +71,12 @@ def untrusted_file_tail(path: str | os.PathLike[str], limit: int, owner: int | N
 
 
 def unshare_network() -> None:
-    """A new network namespace with no interfaces but a down loopback: nothing is reachable."""
-    if _libc.unshare(CLONE_NEWNET) != 0:
+    """A new network namespace with no interfaces but a down loopback: nothing is reachable; and a new
+    IPC namespace: System V shared memory, semaphores and message queues of its own, gone with its last
+    process (a runner's segment outlived it and let runners of other uids talk, red team 2026-12-05)."""
+    if _libc.unshare(CLONE_NEWNET | CLONE_NEWIPC) != 0:
         err = ctypes.get_errno()
-        raise IsolationError(f"unshare(CLONE_NEWNET) failed: {os.strerror(err)}")
+        raise IsolationError(f"unshare(CLONE_NEWNET | CLONE_NEWIPC) failed: {os.strerror(err)}")
 
 
 def die_with_parent(sig: int = 9) -> None:

@@ -329,7 +329,7 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _read_capped(f, size: int, cap: int) -> tuple[str, bool]:  # type: ignore[no-untyped-def]
+def _read_capped(f, size: int, cap: int) -> tuple[str, bool]:
     """Keep the head and the tail of a long log: errors come first, summaries last."""
     if size <= cap:
         f.seek(0)

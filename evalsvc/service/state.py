@@ -423,7 +423,7 @@ class JobStore:
         """SET NX; returns the value already there, or None when this call claimed the key."""
         if self.r.set(key, value, nx=True, ex=ttl):
             return None
-        raw = self.r.get(key)
+        raw = cast(bytes | None, self.r.get(key))  # the client does not decode responses
         return raw.decode() if raw else None
 
     def mark_queued(self, *job_ids: str) -> None:
@@ -553,7 +553,7 @@ class JobStore:
             job.compile_report = report
         keys = [self._job_key(job.id), P + "inflight:" + job.tenant, PROGRESS]
         internal = "1" if job.result is not None and job.result.status is Status.INTERNAL_ERROR else "0"
-        args = [job.model_dump_json(), self.retention_s, internal, job.id]
+        args: list[str | int] = [job.model_dump_json(), self.retention_s, internal, job.id]
         return self._finish(keys=keys, args=args) == 1
 
     def admission_facts(
@@ -658,5 +658,5 @@ class JobStore:
         return int(self.r.llen(queue))
 
     def idempotent_lookup(self, key: str) -> str | None:
-        raw = self.r.get(P + "idem:" + key)
+        raw = cast(bytes | None, self.r.get(P + "idem:" + key))  # the client does not decode responses
         return raw.decode() if raw else None

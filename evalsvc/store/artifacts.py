@@ -69,7 +69,7 @@ def unpack_dir(blob: bytes, dest: Path) -> None:
 class RedisArtifactStore:
     """Artifacts as gzipped tarballs in Redis keys; fine for .so files of a few MB."""
 
-    def __init__(self, client, prefix: str = "evalsvc:artifact:", ttl_s: int = 7 * 86400) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, client, prefix: str = "evalsvc:artifact:", ttl_s: int = 7 * 86400) -> None:
         self.client = client
         self.prefix = prefix
         self.ttl_s = ttl_s

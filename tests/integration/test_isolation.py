@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import importlib
 import json
 import os
@@ -200,6 +202,21 @@ def _report(fd: str, seen: dict[str, object]) -> None:
     os._exit(0)
 
 
+HOST_SHM_KEY, RUNNER_SHM_KEY = 0x45564C01, 0x45564C02
+
+
+def _shmget(key: int, size: int, flags: int) -> int | str:
+    """A System V shared memory id for `key` (created with IPC_CREAT in flags), or the error's name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget(ctypes.c_int(key), ctypes.c_size_t(size), ctypes.c_int(flags))
+    return shmid if shmid >= 0 else errno.errorcode[ctypes.get_errno()]
+
+
+def _host_segments() -> set[int]:
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    return {int(line.split()[0]) & 0xFFFFFFFF for line in lines}
+
+
 def runner_probe(fd: str, scratch: str, data: str, planted: str) -> None:
     """In a fresh interpreter: start as the launcher's forkserver does (its PRELOAD imported), isolate with
     the runner's own `_isolate`, then look for what a candidate would look for."""
@@ -229,6 +246,8 @@ def runner_probe(fd: str, scratch: str, data: str, planted: str) -> None:
         _attempt(seen, "write_scratch", lambda: Path("out.txt").write_text("mine"))
         _attempt(seen, "write_tmp", lambda: Path("/tmp/evalsvc-isolation-probe").write_text("x"))
         seen["thread_comm"] = _rename_a_thread()
+        seen["host_segment"] = _shmget(HOST_SHM_KEY, 0, 0)  # the worker's segment, planted by the test
+        seen["own_segment"] = _shmget(RUNNER_SHM_KEY, 4096, 0o1666)  # IPC_CREAT, world-writable
         # What every load_inline solution imports once its runner is isolated, and a first tensor op.
         import torch
         import torch.utils.cpp_extension
@@ -292,6 +311,8 @@ def test_runner_sees_only_its_own_processes_and_scratch(planted: list[Path]) -> 
     (data / "artifacts").mkdir()
     (data / "artifacts" / "other-tenant.so").write_text("secret")
     hidden = [*planted, other_job / "solution.py", data / "artifacts" / "other-tenant.so"]
+    host_shm = _shmget(HOST_SHM_KEY, 4096, 0o1600)
+    assert isinstance(host_shm, int) and HOST_SHM_KEY in _host_segments()
     try:
         seen = _run_probe("runner_probe", str(scratch), str(data), json.dumps([str(p) for p in hidden]))
         log = (scratch / "candidate.log").read_text(errors="replace")
@@ -306,8 +327,12 @@ def test_runner_sees_only_its_own_processes_and_scratch(planted: list[Path]) -> 
         assert seen["write_scratch"] == "ok" and (scratch / "out.txt").read_text() == "mine"
         assert seen["write_tmp"] == "Read-only file system"
         assert seen["thread_comm"] == "cuda-probe"  # /proc is still writable where the kernel allows it
+        assert seen["host_segment"] == "ENOENT"  # an IPC namespace of its own: the worker's segment unseen
+        assert isinstance(seen["own_segment"], int)  # its own may be made, and is gone with it:
+        assert RUNNER_SHM_KEY not in _host_segments()
         assert seen["matmul"] == [[5.0, 14.0], [14.0, 50.0]]
     finally:
+        ctypes.CDLL(None).shmctl(host_shm, 0, None)  # IPC_RMID
         shutil.rmtree(data)
 
 

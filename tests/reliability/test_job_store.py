@@ -11,10 +11,10 @@ from evalsvc.api.enqueue import RecordingEnqueuer
 from evalsvc.api.orphans import requeue_orphans, requeue_stalled
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.core.solutions import Solution
+from evalsvc.queues import COMPILE_QUEUE
 from evalsvc.service.records import EvaluationView, Job, JobKind, State
 from evalsvc.service.state import PROGRESS, JobStore
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
-from workers.celery_app import COMPILE_QUEUE
 
 ROUNDS, CLIENTS = 200, 8
 

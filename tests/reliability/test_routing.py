@@ -17,12 +17,13 @@ import redis
 from bench.live_stack import LiveStack, wait_for
 from evalsvc.core.results import CompileReport, Status
 from evalsvc.core.solutions import Solution
+from evalsvc.queues import EVALUATE_TASK, ROUTE_TASK
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.state import PROGRESS, JobStore
 from evalsvc.settings import Settings
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
 from tests.reliability.conftest import options, small_relu, wait_done
-from workers import tasks
+from workers import celery_app, tasks
 from workers.context import ROUTE_RECHECK_S, WorkerContext
 
 
@@ -39,16 +40,15 @@ def worker(queue: str, device_class: str, age_s: float = 0.0) -> WorkerInfo:
 
 
 class Sent:
-    """What the worker hands to Celery (`apply_async` of the route and evaluate tasks), recorded."""
+    """What the worker hands to Celery (`send_task` of the route and evaluate tasks, by name), recorded."""
+
+    NAMES = {ROUTE_TASK: "route", EVALUATE_TASK: "evaluate"}
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
-    def recorder(self, name: str) -> Any:
-        def apply_async(**kw: Any) -> None:
-            self.calls.append((name, kw))
-
-        return apply_async
+    def send_task(self, name: str, **kw: Any) -> None:
+        self.calls.append((self.NAMES[name], kw))
 
 
 @pytest.fixture
@@ -60,8 +60,7 @@ def ctx(
     settings = Settings(redis_url=redis_url, data_dir=tmp_path, route_wait_s=600)
     context = WorkerContext(settings)
     sent = Sent()
-    monkeypatch.setattr(tasks.route_job, "apply_async", sent.recorder("route"))
-    monkeypatch.setattr(tasks.evaluate_job, "apply_async", sent.recorder("evaluate"))
+    monkeypatch.setattr(celery_app.app, "send_task", sent.send_task)
     monkeypatch.setattr(tasks, "_ctx", lambda: context)
     yield context, sent
     context.redis.close()

@@ -17,11 +17,11 @@ from evalsvc.api.enqueue import CeleryEnqueuer
 from evalsvc.api.orphans import sweep_forever
 from evalsvc.core.results import FailureKind, Status
 from evalsvc.core.solutions import Solution
+from evalsvc.queues import COMPILE_QUEUE
 from evalsvc.service.records import BrokenJob, Job, JobKind, State
 from evalsvc.service.state import PROGRESS, UNQUEUED, JobStore
 from evalsvc.settings import Settings
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
-from workers.celery_app import COMPILE_QUEUE
 
 TENANT = "tenant-a"
 

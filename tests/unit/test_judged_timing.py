@@ -11,9 +11,17 @@ import time
 import pytest
 import torch
 
-from evalsvc.core.results import JudgedTiming
+from evalsvc.core.results import JudgedTiming, Status, TimingStats
+from evalsvc.core.rewards import MilestoneSchedule, speedup_evidence
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
-from evalsvc.engine.judged_timing import Overhead, TimingRefused, process_cpu_ms, refuse_disagreement
+from evalsvc.engine.judged_timing import (
+    Overhead,
+    TimingRefused,
+    confirmed_interval,
+    judge_figure,
+    process_cpu_ms,
+    refuse_disagreement,
+)
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
 
 SHAPES = [(1,), (3,), (7, 5), (256, 33), (4, 1000)]
@@ -137,3 +145,71 @@ def test_a_round_faster_than_the_runners_own_work_is_refused_on_a_gpu() -> None:
 def test_overhead_statistics() -> None:
     o = Overhead([1.0, 1.2, 3.0, 1.1])
     assert (o.median_ms, o.min_ms, o.max_ms) == (pytest.approx(1.15), 1.0, 3.0)
+
+
+# The red team's run of 2026-12-05 (docs/results/cpu-2026-12-05-redteam-rewards/forge_const_run1.out):
+# the judge's figures of one CPU evaluation of l1/relu, eager 0.6718 ms (0.6611-0.682, n 127).
+RED_TEAM_JUDGED = JudgedTiming(
+    per_call_ms=0.08606933505771774,
+    round_min_ms=2.5268135714213713,
+    overhead_ms=2.4407442363636536,
+    overhead_min_ms=2.205194399903121,
+    overhead_max_ms=2.637223333294969,
+    rounds=7,
+    cpu_per_call_ms=0.03864231298701615,
+    cpu_overhead_ms=1.5438979727272715,
+    cpu_overhead_spread_ms=0.4540124333333295,
+)
+EAGER = TimingStats(
+    median_ms=0.6718,
+    mean_ms=0.6718,
+    iqr_ms=0.01,
+    min_ms=0.65,
+    max_ms=0.7,
+    n=127,
+    ci95_low_ms=0.6611,
+    ci95_high_ms=0.682,
+    rel_ci_halfwidth=0.0156,
+    method="wall-clock",
+)
+
+
+def _reported(median: float, half: float) -> TimingStats:
+    return TimingStats(
+        median_ms=median,
+        mean_ms=median,
+        iqr_ms=half,
+        min_ms=median - half,
+        max_ms=median + half,
+        n=80,
+        ci95_low_ms=median - half,
+        ci95_high_ms=median + half,
+        rel_ci_halfwidth=half / median,
+        method="wall-clock",
+    )
+
+
+def test_times_forged_under_the_runners_own_cost_earn_nothing_on_the_cpu() -> None:
+    forged = _reported(0.28, 0.001)  # every call reported at 0.3x of the honest 0.92 ms, all alike
+    refuse_disagreement(forged.median_ms, RED_TEAM_JUDGED, "cpu")  # the floor is negative: not refused
+    before = speedup_evidence(forged, EAGER, None)
+    assert before.eager_low is not None and before.eager_low > 1.05  # the hole: the runner's word passed
+    widened = confirmed_interval(forged, RED_TEAM_JUDGED)
+    assert widened.median_ms == forged.median_ms and widened.ci95_low_ms == forged.ci95_low_ms
+    assert widened.ci95_high_ms == pytest.approx(judge_figure(RED_TEAM_JUDGED, "cpu").high_ms)
+    after = speedup_evidence(widened, EAGER, None)
+    assert after.eager_low is not None and after.eager_low < 1.05 < after.eager_high
+    beats_eager, _ = MilestoneSchedule().decisions(after)
+    assert not beats_eager.passed and beats_eager.uncertain
+    assert MilestoneSchedule().score(Status.OK, after)[1] == 1
+
+
+def test_a_kernel_the_judges_clock_confirms_keeps_its_interval() -> None:
+    # A 15 ms kernel against the same runner costs: the judge's figure bounds it closely.
+    judged = RED_TEAM_JUDGED.model_copy(update={"per_call_ms": 15.2, "cpu_per_call_ms": 15.0})
+    honest = _reported(15.1, 0.2)
+    refuse_disagreement(honest.median_ms, judged, "cpu")
+    high = judge_figure(judged, "cpu").high_ms
+    assert high == pytest.approx(15.0 * 1.15 + 2 * 0.4540124333333295 + 0.5 * 1.5438979727272715)
+    widened = confirmed_interval(honest, judged)
+    assert widened.ci95_high_ms == pytest.approx(high) and widened.ci95_high_ms < 1.3 * honest.median_ms

@@ -1,0 +1,32 @@
+"""The package layout's rules, read from the source (grimp builds the graph from every import statement,
+those inside functions and TYPE_CHECKING blocks included): no module reaches back to itself through its
+imports, and `evalsvc` never imports `workers` (workers depend on evalsvc, never the other way)."""
+
+from __future__ import annotations
+
+import grimp
+import networkx as nx
+import pytest
+
+
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    imports = grimp.build_graph("evalsvc", "workers", cache_dir=None)
+    g = nx.DiGraph()
+    g.add_nodes_from(imports.modules)
+    g.add_edges_from((m, d) for m in imports.modules for d in imports.find_modules_directly_imported_by(m))
+    return g
+
+
+def test_the_graph_covers_both_packages(graph: nx.DiGraph) -> None:
+    assert {"evalsvc.engine.judge", "evalsvc.queues", "workers.tasks", "workers.context"} <= set(graph)
+
+
+def test_no_import_cycle(graph: nx.DiGraph) -> None:
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert cycles == [], f"modules that import each other, directly or through others: {cycles}"
+
+
+def test_evalsvc_never_imports_workers(graph: nx.DiGraph) -> None:
+    back = sorted((m, d) for m, d in graph.edges if m.startswith("evalsvc.") and d.startswith("workers."))
+    assert back == [], f"evalsvc modules importing workers: {back}"
