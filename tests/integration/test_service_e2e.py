@@ -146,7 +146,10 @@ def test_batch_rewards_in_order_on_both_workers(stack: LiveStack) -> None:
             view = client.batch(batch_id, wait=30)
         assert view.done == view.total == BATCH
         for item, exp in zip(view.items, expected, strict=True):
-            assert (item.reward or 0) >= 1 if exp == "ok" else item.reward == -1, item
+            got = item.reward if item.reward is not None else 0
+            if (got < 1) if exp == "ok" else (item.reward != -1):
+                result = client.get(item.id).result
+                pytest.fail(f"{item} expected {exp}: {result.model_dump_json(indent=1) if result else None}")
         workers = {
             client.get(item.id).result.provenance.worker  # type: ignore[union-attr]
             for item in view.items
