@@ -44,21 +44,23 @@ def _tensor(values: list[float]) -> Any:
     return torch.tensor(values, dtype=torch.float32)
 
 
-def _answer(scored: list[Scored], config: RewardConfig) -> dict[str, Any]:
+def scored_answer(scored: list[Scored], config: RewardConfig, as_tensors: bool = True) -> dict[str, Any]:
+    """OpenRLHF's answer: tensors where torch imports (and `as_tensors`), else lists."""
+    vector: Callable[[list[float]], Any] = _tensor if as_tensors else list
     rewards = [config.masked_score if s.reward is None else float(s.reward) for s in scored]
 
     def flags(pred: Callable[[Scored], bool]) -> Any:
-        return _tensor([1.0 if pred(s) else 0.0 for s in scored])
+        return vector([1.0 if pred(s) else 0.0 for s in scored])
 
     milestones = [float(s.reached) for s in scored]
     return {
-        "rewards": _tensor(rewards),
-        "scores": _tensor(list(rewards)),
+        "rewards": vector(rewards),
+        "scores": vector(list(rewards)),
         "extra_logs": {
             "masked": flags(lambda s: s.masked),
             "format_error": flags(lambda s: s.status == Outcome.FORMAT_ERROR),
             "correct": flags(lambda s: s.status == Status.OK),
-            "milestone": _tensor(milestones),
+            "milestone": vector(milestones),
         },
     }
 
@@ -72,7 +74,7 @@ def make_reward_func(**config: Any) -> RewardFunc:
 
     def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any]) -> dict[str, Any]:
         responses = [response_of(q, p) for q, p in zip(queries, prompts, strict=True)]
-        return _answer(judge.score([str(x) for x in labels], responses), cfg)
+        return scored_answer(judge.score([str(x) for x in labels], responses), cfg)
 
     return reward_func
 

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from evalsvc.core.options import EvalOptions
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.rl import openrlhf, trl, verl
 from evalsvc.rl.judge import RewardConfig
@@ -201,3 +202,20 @@ def test_address_and_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     config = RewardConfig.from_env()
     assert (config.url, config.api_key) == ("http://evalsvc.example:9000", "k-123")
     assert RewardConfig.from_env(url="http://other:1").url == "http://other:1"
+
+
+def test_openrlhf_remote_reward_server(stack: Stack, task_id: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from evalsvc.rl.judge import RewardConfig
+    from evalsvc.rl.openrlhf_server import create_app
+
+    config = RewardConfig(url=stack.url, options=EvalOptions(**fresh_options()))
+    prompt = "<|im_start|>user\nWrite ModelNew.<|im_end|>\n<|im_start|>assistant\n"
+    body = {"query": [prompt + HONEST, prompt + NO_CODE], "prompts": [prompt] * 2, "labels": [task_id] * 2}
+    with TestClient(create_app(config)) as client:  # OpenRLHF posts exactly this body (remote_rm_fn)
+        resp = client.post("/get_reward", json=body)
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert out["rewards"][0] >= 1 and out["rewards"][1] == -1 and out["scores"] == out["rewards"]
+    assert out["extra_logs"]["format_error"] == [0.0, 1.0]

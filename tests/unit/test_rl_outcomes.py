@@ -14,7 +14,7 @@ from tenacity import RetryCallState
 
 from evalsvc.core.results import FailureKind, Status
 from evalsvc.rl.judge import RewardConfig, Scored, _failed_call, _from_item
-from evalsvc.rl.openrlhf import _answer
+from evalsvc.rl.openrlhf import scored_answer
 from evalsvc.rl.verl import as_verl
 from evalsvc.sdk import ApiError, Client, RetryPolicy
 from evalsvc.service.records import BatchItem, State
@@ -63,7 +63,8 @@ def test_openrlhf_answer_without_masking_surprises() -> None:
         Scored(status="ok", reward=3.0, milestone=3),
         Scored(status="unreachable", reward=None, masked=True),
     ]
-    out = _answer(scored, RewardConfig())
+    out = scored_answer(scored, RewardConfig())
+    assert scored_answer(scored, RewardConfig(), as_tensors=False)["rewards"] == [3.0, 0.0]
     assert out["rewards"].tolist() == [3.0, 0.0] and out["extra_logs"]["milestone"].tolist() == [3.0, 0.0]
 
 
