@@ -188,35 +188,52 @@ class Judge:
         return AsyncClient(c.url, c.api_key, retry=c.retry)
 
     def score(self, tasks: list[str], completions: list[str]) -> list[Scored]:
-        """One outcome per completion, in order: one batch submission (per `max_batch`), long-polled."""
+        """One outcome per completion, in order: one batch submission (per `max_batch`; all submitted
+        before any is waited for), each long-polled until done or the call's timeout."""
         plan = self._plan(tasks, completions)
         deadline = time.monotonic() + self.config.timeout_s
         with self._client() as client:
+            submitted: list[tuple[list[int], str]] = []
             for slots, reqs in self._chunks(plan):
                 try:
-                    batch_id = client.submit_batch(reqs, idempotency_key=_key())
-                    view = client.wait_batch(batch_id, timeout=max(0.0, deadline - time.monotonic()))
-                    _fill(plan, slots, view)
+                    submitted.append((slots, client.submit_batch(reqs, idempotency_key=_key())))
                 except (httpx.TransportError, ApiError) as e:
-                    failed = _failed_call(e)
-                    for i in slots:
-                        plan.scored[i] = failed
+                    _mask(plan, slots, e)
+            for slots, batch_id in submitted:
+                try:
+                    _fill(plan, slots, client.wait_batch(batch_id, timeout=_left(deadline)))
+                except (httpx.TransportError, ApiError) as e:
+                    _mask(plan, slots, e)
         return _report([s for s in plan.scored if s is not None])
 
     async def ascore(self, tasks: list[str], completions: list[str]) -> list[Scored]:
+        """`score` for an event loop."""
         plan = self._plan(tasks, completions)
         deadline = time.monotonic() + self.config.timeout_s
         async with self._async_client() as client:
+            submitted: list[tuple[list[int], str]] = []
             for slots, reqs in self._chunks(plan):
                 try:
-                    batch_id = await client.submit_batch(reqs, idempotency_key=_key())
-                    view = await client.wait_batch(batch_id, timeout=max(0.0, deadline - time.monotonic()))
-                    _fill(plan, slots, view)
+                    submitted.append((slots, await client.submit_batch(reqs, idempotency_key=_key())))
                 except (httpx.TransportError, ApiError) as e:
-                    failed = _failed_call(e)
-                    for i in slots:
-                        plan.scored[i] = failed
+                    _mask(plan, slots, e)
+            for slots, batch_id in submitted:
+                try:
+                    _fill(plan, slots, await client.wait_batch(batch_id, timeout=_left(deadline)))
+                except (httpx.TransportError, ApiError) as e:
+                    _mask(plan, slots, e)
         return _report([s for s in plan.scored if s is not None])
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _mask(plan: _Plan, slots: list[int], e: Exception) -> None:
+    """Every item of a submission or poll that failed after the retries (configuration errors raise)."""
+    failed = _failed_call(e)
+    for i in slots:
+        plan.scored[i] = failed
 
 
 def _key() -> str:

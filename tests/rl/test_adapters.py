@@ -138,6 +138,7 @@ def test_verl_batch_manager_shape(stack: Stack, task_id: str) -> None:
         extra_infos=np.array([{"index": i} for i in range(n)], dtype=object),
         url=stack.url,
         options=fresh_options(),
+        max_batch=1,  # the two evaluations in two batch submissions, answered in order all the same
     )
     assert [s["status"] for s in scores] == ["ok", "incorrect", "format_error"]
     assert scores[0]["score"] >= 1 and scores[1]["score"] == -1 and scores[2]["score"] == -1
