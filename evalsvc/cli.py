@@ -254,6 +254,23 @@ def submit(
     typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state}")
 
 
+@app.command("rl-reward-server")
+def rl_reward_server(
+    host: str = "127.0.0.1",
+    port: int = 5000,
+    url: Annotated[str, typer.Option(envvar="EVALSVC_URL")] = "http://127.0.0.1:8000",
+    api_key: Annotated[str | None, typer.Option(envvar="EVALSVC_API_KEY")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds for one reward request")] = 900,
+) -> None:
+    """OpenRLHF's remote reward server (--remote_rm_url http://HOST:PORT/get_reward) over the service."""
+    import uvicorn
+
+    from evalsvc.rl.judge import RewardConfig
+    from evalsvc.rl.openrlhf_server import create_app
+
+    uvicorn.run(create_app(RewardConfig(url=url, api_key=api_key, timeout_s=timeout)), host=host, port=port)
+
+
 @app.command("wait")
 def wait_cmd(
     evaluation_id: str,

@@ -1,28 +1,101 @@
-"""Python SDK over the HTTP API (httpx), sync and async, typed with the service's own models."""
+"""Python SDK over the HTTP API (httpx), sync and async, typed with the service's own models.
+
+Every request is retried (tenacity) on a refused or unreachable service: 429 and 502/503/504, waiting
+what the answer's Retry-After says, and transport errors, with exponential backoff and jitter; within a
+`RetryPolicy`'s attempts and seconds. Submissions carry an Idempotency-Key, so a retried POST does not
+queue the work twice."""
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.service.records import BatchView, CompileView, EvaluationRequest, EvaluationView, State
 
+log = logging.getLogger(__name__)
+
 
 class ApiError(RuntimeError):
     """A problem-details answer from the service."""
 
-    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+    def __init__(self, status: int, problem: dict[str, Any], retry_after: float | None = None) -> None:
         self.status = status
         self.problem = problem
         self.code = problem.get("code")
+        self.retry_after = retry_after
         super().__init__(f"{status} {problem.get('code')}: {problem.get('detail') or problem.get('title')}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a request is retried while the service refuses it (429/5xx) or cannot be reached."""
+
+    attempts: int = 8
+    total_s: float = 300.0
+    max_wait_s: float = 60.0
+    statuses: frozenset[int] = frozenset({429, 502, 503, 504})
+
+    def retryable(self, exc: BaseException) -> bool:
+        return isinstance(exc, httpx.TransportError) or (
+            isinstance(exc, ApiError) and exc.status in self.statuses
+        )
+
+    def wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After where it gave one, else exponential backoff with jitter."""
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, ApiError) and exc.retry_after is not None:
+            return min(exc.retry_after, self.max_wait_s)
+        return float(wait_exponential_jitter(initial=0.5, max=self.max_wait_s)(state))
+
+    def tenacity(self) -> dict[str, Any]:
+        return {
+            "retry": retry_if_exception(self.retryable),
+            "stop": stop_after_attempt(self.attempts) | stop_after_delay(self.total_s),
+            "wait": self.wait,
+            "reraise": True,
+            "before_sleep": _log_retry,
+        }
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    wait = state.next_action.sleep if state.next_action else 0.0
+    log.warning("evalsvc request failed (%s); retry %d in %.1fs", exc, state.attempt_number, wait)
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    """Retry-After in seconds (delta-seconds or an HTTP date), None when absent or unreadable."""
+    value = resp.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
 
 
 def _check(resp: httpx.Response) -> dict[str, Any]:
@@ -31,7 +104,8 @@ def _check(resp: httpx.Response) -> dict[str, Any]:
             body = resp.json()
         except ValueError:
             body = {"detail": resp.text[:500]}
-        raise ApiError(resp.status_code, body if isinstance(body, dict) else {"detail": str(body)})
+        problem = body if isinstance(body, dict) else {"detail": str(body)}
+        raise ApiError(resp.status_code, problem, _retry_after(resp))
     return resp.json()
 
 
@@ -44,6 +118,10 @@ def _headers(api_key: str | None, idempotency_key: str | None = None) -> dict[st
     return h
 
 
+def _new_key() -> str:
+    return "k-" + uuid.uuid4().hex
+
+
 def _request(
     task: str | TaskSpec, solution: Solution | str, options: EvalOptions | None, device_class: str
 ) -> EvaluationRequest:
@@ -52,11 +130,24 @@ def _request(
     return EvaluationRequest(solution=sol, options=options or EvalOptions(), device_class=device_class, **kw)
 
 
+def _wait_params(wait: float) -> dict[str, float] | None:
+    return {"wait": wait} if wait else None
+
+
+def _batch_body(requests: list[EvaluationRequest]) -> dict[str, Any]:
+    return {"evaluations": [r.model_dump(mode="json") for r in requests]}
+
+
 class Client:
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8000", api_key: str | None = None, timeout: float = 30.0
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self.api_key = api_key
+        self.retry = retry or RetryPolicy()
         self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=_headers(api_key))
 
     def close(self) -> None:
@@ -68,8 +159,17 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        for attempt in Retrying(**self.retry.tenacity()):
+            with attempt:
+                return _check(self.http.request(method, path, **kw))
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    def _long_timeout(self, wait: float) -> float:
+        return (self.http.timeout.read or 30.0) + wait
+
     def register_task(self, spec: TaskSpec) -> str:
-        return _check(self.http.post("/v1/tasks", json=spec.model_dump(mode="json")))["id"]
+        return self._call("POST", "/v1/tasks", json=spec.model_dump(mode="json"))["id"]
 
     def submit(
         self,
@@ -80,31 +180,29 @@ class Client:
         idempotency_key: str | None = None,
     ) -> EvaluationView:
         req = _request(task, solution, options, device_class)
-        resp = self.http.post(
-            "/v1/evaluations", json=req.model_dump(mode="json"), headers=_headers(None, idempotency_key)
+        body = self._call(
+            "POST",
+            "/v1/evaluations",
+            json=req.model_dump(mode="json"),
+            headers=_headers(None, idempotency_key or _new_key()),
         )
-        return EvaluationView.model_validate(_check(resp))
+        return EvaluationView.model_validate(body)
 
     def get(self, evaluation_id: str, wait: float = 0) -> EvaluationView:
-        resp = self.http.get(
+        body = self._call(
+            "GET",
             f"/v1/evaluations/{evaluation_id}",
-            params={"wait": wait} if wait else None,
-            timeout=self.http.timeout.read + wait if self.http.timeout.read else None,
+            params=_wait_params(wait),
+            timeout=self._long_timeout(wait),
         )
-        return EvaluationView.model_validate(_check(resp))
+        return EvaluationView.model_validate(body)
 
     def wait(self, evaluation_id: str, timeout: float = 600, poll: float = 20) -> EvaluationView:
-        """Long-poll until done; back off on 429/503 by the server's Retry-After."""
+        """Long-poll until done or `timeout` (then the unfinished view); refusals are retried in `get`."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            try:
-                view = self.get(evaluation_id, wait=max(0.0, min(poll, left)))
-            except ApiError as e:
-                if e.status not in (429, 503) or left <= 0:
-                    raise
-                time.sleep(min(5.0, max(0.5, left / 10)))
-                continue
+            view = self.get(evaluation_id, wait=max(0.0, min(poll, left)))
             if view.state is State.DONE or left <= 0:
                 return view
 
@@ -119,16 +217,24 @@ class Client:
         return self.wait(self.submit(task, solution, options, **kw).id, timeout)
 
     def submit_batch(self, requests: list[EvaluationRequest], idempotency_key: str | None = None) -> str:
-        body = {"evaluations": [r.model_dump(mode="json") for r in requests]}
-        return _check(self.http.post("/v1/batches", json=body, headers=_headers(None, idempotency_key)))["id"]
+        headers = _headers(None, idempotency_key or _new_key())
+        return self._call("POST", "/v1/batches", json=_batch_body(requests), headers=headers)["id"]
 
     def batch(self, batch_id: str, wait: float = 0) -> BatchView:
-        resp = self.http.get(
-            f"/v1/batches/{batch_id}",
-            params={"wait": wait} if wait else None,
-            timeout=(self.http.timeout.read or 30) + wait,
+        body = self._call(
+            "GET", f"/v1/batches/{batch_id}", params=_wait_params(wait), timeout=self._long_timeout(wait)
         )
-        return BatchView.model_validate(_check(resp))
+        return BatchView.model_validate(body)
+
+    def wait_batch(self, batch_id: str, timeout: float = 3600, poll: float = 30) -> BatchView:
+        """Long-poll the batch (one request per `poll` seconds, not one per item) until every item is
+        done or `timeout` passed; then the view as it stands."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            view = self.batch(batch_id, wait=max(0.0, min(poll, left)))
+            if view.done >= view.total or left <= 0:
+                return view
 
     def iter_results(self, ids: list[str], timeout: float = 3600) -> Iterator[EvaluationView]:
         """Yield each evaluation as it finishes (not in submission order)."""
@@ -148,23 +254,47 @@ class Client:
 
     def compile(self, solution: Solution | str, wait: float = 120) -> CompileView:
         sol = Solution.single_file(solution) if isinstance(solution, str) else solution
-        resp = self.http.post(
+        body = self._call(
+            "POST",
             "/v1/compile",
             json={"solution": sol.model_dump(mode="json")},
             params={"wait": wait},
             timeout=wait + 30,
         )
-        return CompileView.model_validate(_check(resp))
+        return CompileView.model_validate(body)
 
 
 class AsyncClient:
     def __init__(
-        self, base_url: str = "http://127.0.0.1:8000", api_key: str | None = None, timeout: float = 30.0
+        self,
+        base_url: str = "http://127.0.0.1:8000",
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        self.retry = retry or RetryPolicy()
         self.http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=_headers(api_key))
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        async for attempt in AsyncRetrying(**self.retry.tenacity()):
+            with attempt:
+                return _check(await self.http.request(method, path, **kw))
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    def _long_timeout(self, wait: float) -> float:
+        return (self.http.timeout.read or 30.0) + wait
+
+    async def register_task(self, spec: TaskSpec) -> str:
+        return (await self._call("POST", "/v1/tasks", json=spec.model_dump(mode="json")))["id"]
 
     async def submit(
         self,
@@ -175,25 +305,49 @@ class AsyncClient:
         idempotency_key: str | None = None,
     ) -> EvaluationView:
         req = _request(task, solution, options, device_class)
-        resp = await self.http.post(
-            "/v1/evaluations", json=req.model_dump(mode="json"), headers=_headers(None, idempotency_key)
+        body = await self._call(
+            "POST",
+            "/v1/evaluations",
+            json=req.model_dump(mode="json"),
+            headers=_headers(None, idempotency_key or _new_key()),
         )
-        return EvaluationView.model_validate(_check(resp))
+        return EvaluationView.model_validate(body)
+
+    async def get(self, evaluation_id: str, wait: float = 0) -> EvaluationView:
+        body = await self._call(
+            "GET",
+            f"/v1/evaluations/{evaluation_id}",
+            params=_wait_params(wait),
+            timeout=self._long_timeout(wait),
+        )
+        return EvaluationView.model_validate(body)
 
     async def wait(self, evaluation_id: str, timeout: float = 600, poll: float = 20) -> EvaluationView:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            resp = await self.http.get(
-                f"/v1/evaluations/{evaluation_id}",
-                params={"wait": max(0.0, min(poll, left))},
-                timeout=poll + 30,
-            )
-            if resp.status_code in (429, 503) and left > 0:
-                await asyncio.sleep(1.0)
-                continue
-            view = EvaluationView.model_validate(_check(resp))
+            view = await self.get(evaluation_id, wait=max(0.0, min(poll, left)))
             if view.state is State.DONE or left <= 0:
+                return view
+
+    async def submit_batch(
+        self, requests: list[EvaluationRequest], idempotency_key: str | None = None
+    ) -> str:
+        headers = _headers(None, idempotency_key or _new_key())
+        return (await self._call("POST", "/v1/batches", json=_batch_body(requests), headers=headers))["id"]
+
+    async def batch(self, batch_id: str, wait: float = 0) -> BatchView:
+        body = await self._call(
+            "GET", f"/v1/batches/{batch_id}", params=_wait_params(wait), timeout=self._long_timeout(wait)
+        )
+        return BatchView.model_validate(body)
+
+    async def wait_batch(self, batch_id: str, timeout: float = 3600, poll: float = 30) -> BatchView:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            view = await self.batch(batch_id, wait=max(0.0, min(poll, left)))
+            if view.done >= view.total or left <= 0:
                 return view
 
     async def as_completed(self, ids: list[str], timeout: float = 3600) -> AsyncIterator[EvaluationView]:
@@ -203,7 +357,8 @@ class AsyncClient:
 
 
 def make_reward_fn(base_url: str, api_key: str | None = None, timeout: float = 900):
-    """A reward function for RL frameworks: (task source, solution text) -> (reward, result document)."""
+    """(task source, solution text) -> (reward, result document). Superseded by `evalsvc.rl`, whose
+    adapters extract code from completions and mask infrastructure failures instead of scoring them -1."""
     client = Client(base_url, api_key)
 
     def reward(task_source: str, solution_text: str) -> tuple[float, dict[str, Any]]:

@@ -35,16 +35,24 @@ class ReadyView(BaseModel):
     missing: list[str] = Field(description="what keeps the service from being ready")
 
 
+def _batch_item(job: Job | BrokenJob) -> BatchItem:
+    r = job.result
+    if r is None:
+        return BatchItem(id=job.id, state=job.state)
+    return BatchItem(
+        id=job.id,
+        state=job.state,
+        status=r.status,
+        failure=r.failure,
+        reward=r.reward,
+        milestone=r.milestone,
+        speedup_eager=r.speedup.eager,
+        speedup_compile=r.speedup.compile,
+    )
+
+
 def batch_view(batch_id: str, jobs: list[Job] | list[Job | BrokenJob]) -> BatchView:
-    items = [
-        BatchItem(
-            id=j.id,
-            state=j.state,
-            status=j.result.status if j.result else None,
-            reward=j.result.reward if j.result else None,
-        )
-        for j in jobs
-    ]
+    items = [_batch_item(j) for j in jobs]
     done = sum(1 for j in jobs if j.state is State.DONE)
     return BatchView(id=batch_id, total=len(jobs), done=done, items=items)
 

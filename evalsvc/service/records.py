@@ -153,7 +153,11 @@ class BatchItem(BaseModel):
     id: str
     state: State
     status: Status | None = None
+    failure: FailureKind | None = Field(None, description="what failed, when the status alone does not say")
     reward: float | None = None
+    milestone: int | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
 
 
 class BatchView(BaseModel):
