@@ -281,7 +281,8 @@ def test_evalsvc_up_keeps_secrets_from_children_and_restarts_a_killed_worker(
     assert not found_in(shown + "".join(metrics))
 
     # A device worker killed from outside is started again and the next evaluation succeeds.
-    worker = next(pid for pid in children if " worker gpu " in _cmdline(pid) and _parent(pid) == up.proc.pid)
+    # `evalsvc worker gpu` execs workers.main; its Celery name (-n) starts with its kind.
+    worker = next(pid for pid in children if " -n gpu-" in _cmdline(pid) and _parent(pid) == up.proc.pid)
     os.killpg(worker, signal.SIGKILL)
     up.wait(lambda: "worker-cpu started again" in up.log.read_text(), 120, "the worker's restart")
     after = _evaluate(up, planted.api_key)

@@ -44,9 +44,17 @@ def test_evaluation_of_a_vetted_task_reads_its_baselines_from_the_cache(
         result = engine.evaluate(spec, read_solution(SOLUTION), opts)
         assert result.status is Status.OK, result.message
         t = result.timings
-        assert t.eager_cached and t.compiled_cached and t.baseline_cached
-        assert t.eager is not None and t.eager.median_ms == record.eager_ms
-        assert t.compiled is not None and t.compiled.median_ms == record.compiled_ms
+        # The vetted figures were read; a re-check under a busy machine may replace one, and says so.
+        checks = {c.kind: c for c in t.baseline_checks}
+        for kind, used, vetted, cached in (
+            ("eager", t.eager, record.eager_ms, t.eager_cached),
+            ("compiled", t.compiled, record.compiled_ms, t.compiled_cached),
+        ):
+            assert used is not None, kind
+            if kind in checks and checks[kind].replaced:
+                assert checks[kind].cached_ms == vetted and not cached, (kind, checks[kind])
+            else:
+                assert cached and used.median_ms == vetted, (kind, used, vetted)
 
         # another timing policy is another cache key: measured now, and said so
         other = engine.evaluate(
