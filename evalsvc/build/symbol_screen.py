@@ -992,12 +992,13 @@ _FINI_TABLES = re.compile(r"\.(?:fini_array|dtors)(?:\.\d+)?")
 _CODE_SECTION_NAME = re.compile(r"\.text(?:\..*)?|\.init|\.fini")
 # What an allowed initialiser may reach: nvcc's registration, and the launch internals of the kernels it
 # registers (their host stubs keep the kernel handle in a guarded function-local static), GCC's
-# `std::ios_base::Init` for <iostream>, and exit-time registration.
+# `std::ios_base::Init` for <iostream>, exit-time registration, and the stack protector's abort (host
+# compilers that enable it by default, as Ubuntu's GCC does, put it in nvcc's registration function).
 _INIT_ALLOWED = re.compile(
     r"__cudaRegister\w+|__cudaUnregisterFatBinary|__cudaInitModule|__cudaPushCallConfiguration"
     r"|__cudaPopCallConfiguration|__cudaLaunchKernel(?:_ptsz)?|cudaLaunchKernel(?:_ptsz)?|__cudaGetKernel"
     r"|__cxa_guard_(?:acquire|release|abort)|_ZNSt8ios_base4InitC[12]Ev|_ZNSt8ios_base4InitD[12]Ev"
-    r"|__cxa_atexit|atexit|__dso_handle|_GLOBAL_OFFSET_TABLE_|_Unwind_Resume"
+    r"|__cxa_atexit|atexit|__dso_handle|_GLOBAL_OFFSET_TABLE_|_Unwind_Resume|__stack_chk_fail(?:_local)?"
 )
 # GCC names its per-file initialiser after the file; nvcc's fatbinary registration is
 # `__sti____cudaRegisterAll`.

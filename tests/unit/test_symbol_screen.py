@@ -219,6 +219,23 @@ def test_screen_time_on_honest_objects(honest: dict[str, bytes], capsys: pytest.
 
 
 @needs_toolchain
+def test_stack_protected_registration_passes() -> None:
+    """A host compiler with the stack protector on by default (Ubuntu's GCC, as on the lent H200) makes
+    nvcc's `__sti____cudaRegisterAll` call `__stack_chk_fail`: every honest CUDA kernel was refused as
+    `global-constructor` there (docs/results/h200-2026-12-05-proof)."""
+    source = (
+        "__global__ void scale(float* x, float a, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= a;\n}\n"
+        "void launch(float* x, float a, int n) { scale<<<(n + 255) / 256, 256>>>(x, a, n); }\n"
+    )
+    obj = compile_object(source, ".cu", ["-Xcompiler", "-fPIC,-fstack-protector-all", "-O3", *ARCH])
+    imports = {s.name for s in parse_elf(obj).symbols if s.index and not s.defined}
+    assert "__stack_chk_fail" in imports
+    findings = screen_objects({"scale.o": obj}, allow_vendor_libs=False)
+    assert findings == [], _show(findings)
+
+
+@needs_toolchain
 def test_cuda_guard_passes() -> None:
     """`c10::cuda::CUDAGuard`, which honest CUDA solutions use (honest/relu_cuda_dispatch_template.py),
     stores CUDAGuardImpl's vtable: its inline methods, compiled from the real c10 headers into the object,
