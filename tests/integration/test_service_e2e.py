@@ -3,105 +3,28 @@ sandbox and two CPU-device workers on two queues. Nothing faked."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.sdk import Client
 from evalsvc.service.records import EvaluationRequest
-from evalsvc.stack import redis_command
 from evalsvc.suite import cases
-from tests.conftest import TEST_DATA
 from tests.corpus.reader import small_task
+from tests.live_stack import LiveStack
 
 pytestmark = pytest.mark.docker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveStack:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.redis_port = _free_port()
-        self.port = _free_port()
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.env = {
-            **os.environ,
-            "EVALSVC_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-            "EVALSVC_DATA_DIR": str(TEST_DATA),
-            "EVALSVC_COMPILE_BACKEND": "docker",
-            "EVALSVC_COMPILE_TIMEOUT_S": "600",
-        }
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def spawn(self, name: str, argv: list[str], **env: str) -> None:
-        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
-        self.procs[name] = subprocess.Popen(
-            argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def start(self) -> None:
-        self.spawn("redis", redis_command(self.redis_port, self.root))
-        cli = [sys.executable, "-m", "evalsvc.cli"]
-        self.spawn("gateway", [*cli, "serve", "--port", str(self.port)])
-        self.spawn("compile", [*cli, "worker", "compile", "--concurrency", "2"])
-        self.spawn(
-            "cpu-a",
-            [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-a"],
-            EVALSVC_WORKER_NAME="cpu-a",
-        )
-        self.spawn(
-            "cpu-b",
-            [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-b"],
-            EVALSVC_WORKER_NAME="cpu-b",
-        )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            for name, p in self.procs.items():
-                if p.poll() is not None:
-                    pytest.fail(f"{name} exited: {self.log(name)}")
-            try:
-                r = httpx.get(self.url + "/readyz", timeout=2)
-                if r.status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        pytest.fail(f"stack not ready: {self.log('gateway')}")
-
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_bytes()[-4000:].decode(errors="replace")
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs.values():
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
 def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
     root = Path(tempfile.mkdtemp(prefix="evalsvc-e2e-"))
-    s = LiveStack(root)
+    s = LiveStack(root, {"cpu-a": "gpu.cpu-a", "cpu-b": "gpu.cpu-b"}, compile_concurrency=2)
     try:
         s.start()
         yield s

@@ -28,7 +28,7 @@ from evalsvc.core.tasks import TaskSpec
 from evalsvc.rl import openrlhf, trl, verl
 from evalsvc.rl.judge import RewardConfig
 from evalsvc.sdk import Client
-from tests.rl.conftest import Stack, free_port
+from tests.live_stack import LiveStack, free_port
 
 pytestmark = pytest.mark.docker
 
@@ -51,7 +51,7 @@ def fresh_options() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def task_id(stack: Stack) -> str:
+def task_id(stack: LiveStack) -> str:
     assert "ROWS = 64" in TASK
     with Client(stack.url) as client:
         return client.register_task(TaskSpec(source=TASK))
@@ -86,7 +86,7 @@ def chat(text: str) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": text}]
 
 
-def test_trl_grpo_rewards(stack: Stack, task_id: str) -> None:
+def test_trl_grpo_rewards(stack: LiveStack, task_id: str) -> None:
     reward = trl.make_kernel_reward(url=stack.url, options=fresh_options())
     prompt = [{"role": "user", "content": "Write ModelNew for the task."}]
     completions = [chat(HONEST), chat(WRONG_C), chat(NO_CODE)]
@@ -97,7 +97,7 @@ def test_trl_grpo_rewards(stack: Stack, task_id: str) -> None:
     assert trainer._pending_metrics["evalsvc/masked"] == [0.0]
 
 
-def test_verl_compute_score(stack: Stack) -> None:
+def test_verl_compute_score(stack: LiveStack) -> None:
     kwargs = {"url": stack.url, "options": fresh_options()}  # verl's custom_reward_function.reward_kwargs
     extra = {"split": "train", "index": 0}
     ok = verl.compute_score(
@@ -129,7 +129,7 @@ def test_verl_compute_score(stack: Stack) -> None:
     )
 
 
-def test_verl_batch_manager_shape(stack: Stack, task_id: str) -> None:
+def test_verl_batch_manager_shape(stack: LiveStack, task_id: str) -> None:
     n = 3
     scores = verl.compute_score_batch(
         data_sources=np.array(["kernelbench"] * n, dtype=object),
@@ -144,7 +144,7 @@ def test_verl_batch_manager_shape(stack: Stack, task_id: str) -> None:
     assert scores[0]["score"] >= 1 and scores[1]["score"] == -1 and scores[2]["score"] == -1
 
 
-def test_openrlhf_reward_func(stack: Stack, task_id: str) -> None:
+def test_openrlhf_reward_func(stack: LiveStack, task_id: str) -> None:
     reward_func = openrlhf.make_reward_func(url=stack.url, options=fresh_options())
     prompt = "<|im_start|>user\nWrite ModelNew for the ReLU task.<|im_end|>\n<|im_start|>assistant\n"
     responses = [HONEST, WRONG_C, NO_CODE]
@@ -159,7 +159,7 @@ def test_openrlhf_reward_func(stack: Stack, task_id: str) -> None:
 
 
 def test_a_stopped_device_worker_is_masked_not_punished(
-    stopped_device_worker: Stack, task_id: str, caplog: pytest.LogCaptureFixture
+    stopped_device_worker: LiveStack, task_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Nothing can evaluate while the only device worker is stopped: each call ends at its timeout, whatever
     # the machine's speed, with its items masked
@@ -205,7 +205,7 @@ def test_address_and_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     assert RewardConfig.from_env(url="http://other:1").url == "http://other:1"
 
 
-def test_openrlhf_remote_reward_server(stack: Stack, task_id: str) -> None:
+def test_openrlhf_remote_reward_server(stack: LiveStack, task_id: str) -> None:
     from fastapi.testclient import TestClient
 
     from evalsvc.rl.judge import RewardConfig

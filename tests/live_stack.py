@@ -1,0 +1,101 @@
+"""A live stack for end-to-end tests: redis-server, the uvicorn gateway, a Celery compile worker (Docker
+sandbox) and CPU-device workers, each its own process; nothing faked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evalsvc.stack import redis_command
+from tests.conftest import TEST_DATA
+
+CLI = [sys.executable, "-m", "evalsvc.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def device_worker(queue: str) -> list[str]:
+    return [*CLI, "worker", "gpu", "--device", "cpu", "--queue", queue]
+
+
+class LiveStack:
+    def __init__(self, root: Path, device_workers: dict[str, str], compile_concurrency: int) -> None:
+        """`device_workers`: worker name -> its queue."""
+        self.root = root
+        self.device_workers = device_workers
+        self.compile_concurrency = compile_concurrency
+        self.redis_port = free_port()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.env = {
+            **os.environ,
+            "EVALSVC_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "EVALSVC_DATA_DIR": str(TEST_DATA),
+            "EVALSVC_COMPILE_BACKEND": "docker",
+            "EVALSVC_COMPILE_TIMEOUT_S": "600",
+        }
+
+    def spawn(self, name: str, argv: list[str], **env: str) -> None:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+        self.procs[name] = subprocess.Popen(
+            argv, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def spawn_device_worker(self, name: str) -> None:
+        self.spawn(name, device_worker(self.device_workers[name]), EVALSVC_WORKER_NAME=name)
+
+    def start(self) -> None:
+        self.spawn("redis", redis_command(self.redis_port, self.root))
+        self.spawn("gateway", [*CLI, "serve", "--port", str(self.port)])
+        self.spawn("compile", [*CLI, "worker", "compile", "--concurrency", str(self.compile_concurrency)])
+        for name in self.device_workers:
+            self.spawn_device_worker(name)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    pytest.fail(f"{name} exited: {self.log(name)}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        pytest.fail(f"stack not ready: {self.log('gateway')}")
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_bytes()[-4000:].decode(errors="replace")
+
+    def stop_one(self, name: str) -> None:
+        self._wait(self._term(name))
+
+    def stop(self) -> None:
+        for p in [self._term(name) for name in list(self.procs)]:
+            self._wait(p)
+
+    def _term(self, name: str) -> subprocess.Popen[bytes]:
+        p = self.procs[name]
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+        return p
+
+    @staticmethod
+    def _wait(p: subprocess.Popen[bytes]) -> None:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
