@@ -76,7 +76,7 @@ def main() -> None:
                 flush=True,
             )
         direct("after evaluations, spare alive" if keep else "after evaluations")
-    pipe.evaluator.judge.launcher.close()
+    pipe.evaluator.judge.close()
     direct("after closing the spare")
 
 

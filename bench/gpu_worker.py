@@ -44,6 +44,7 @@ from typing import Any
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import EvaluationResult
 from evalsvc.engine import judge as judge_module
+from evalsvc.engine.reference import Reference
 from evalsvc.settings import Settings
 from evalsvc.suite import cases
 from evalsvc.wiring import make_local_pipeline
@@ -125,6 +126,7 @@ def phase_timer(judge: Any) -> dict[str, float]:
         setattr(obj, name, timed)
 
     wrap(judge.launcher, "start", "runner start")
+    wrap(judge.tasks, "_acquire", "task process (start on first use)")
     alone, depth = judge.gpu.alone, threading.local()
 
     @contextmanager
@@ -161,7 +163,8 @@ def phase_timer(judge: Any) -> dict[str, float]:
             add(f"(runner answers '{msg['op']}')", time.perf_counter() - t)
 
     judge._ask = timed_ask
-    wrap(judge, "_reference", "(reference calls)")
+    for op in ("inputs", "forward"):  # the task's process answers these, for every evaluation alike
+        wrap(Reference, op, f"(task process answers '{op}')")
     wrap(judge, "_check", "(output comparisons)")
     return acc
 
@@ -177,8 +180,8 @@ def starts_held(judge: Any) -> Iterator[None]:
             return ready(handle)
 
     @contextmanager
-    def quiet_settled(tf32: bool | None = None) -> Iterator[None]:
-        with quiet(tf32):
+    def quiet_settled() -> Iterator[None]:
+        with quiet():
             judge.launcher.settle()
             yield
 

@@ -96,20 +96,13 @@ class WorkerContext:
 
         return make_evaluator(self.settings, self.store, self.baselines)
 
-    @built_once
-    def vetter(self):
-        from evalsvc.pools.vet import Vetter
-
-        return Vetter(self.settings.device, self.settings.device_class, self.baselines)
-
     def vet(self, task_id: str, policy: VetPolicy, run: str | None = None) -> VetRecord | None:
         """Vet one registered task on this worker's device and store its record (None: no such task)."""
         task = self.jobs.get_task(task_id)
         if task is None:
             return None
         try:
-            with self.evaluator.judge.quiet():  # times in this process: nothing else on the device
-                record = self.vetter.vet(task, policy)
+            record = self.evaluator.judge.vet(task, policy, self.settings.device_class)
         except Exception as e:  # a bug of ours: the task is held back (rejected) until vetted again
             log.exception("vetting %s failed", task_id)
             record = vet_error(task_id, self.settings.device_class, f"{type(e).__name__}: {e}")
@@ -211,8 +204,6 @@ class WorkerContext:
 
     def profile_task(self, task_id: str, device_class: str) -> None:
         """Make a task's reference profile on this worker's device and store it (errors included)."""
-        from evalsvc.engine.reference_profile import profile_reference
-
         record = self.jobs.get_profile(task_id, device_class)
         task = self.jobs.get_task(task_id)
         if record is None or record.state is State.DONE:
@@ -222,8 +213,7 @@ class WorkerContext:
         try:
             if task is None:
                 raise LookupError(f"task {task_id} is gone")
-            with self.evaluator.judge.quiet():  # times in this process: nothing else on the device
-                record.profile = profile_reference(task, self.settings.device)
+            record.profile = self.evaluator.judge.profile(task)
         except Exception as e:  # a task that cannot be profiled is an answer, not a lost job
             record.error = f"{type(e).__name__}: {e}"[:2000]
             log.warning("profile of %s failed: %s", task_id, record.error)

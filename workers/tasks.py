@@ -50,7 +50,7 @@ def _context() -> WorkerContext:
 def _close_runners(**_: object) -> None:
     """The spare runner and its scratch directory end with the worker instead of outliving it."""
     if _context.cache_info().currsize and "evaluator" in vars(_ctx()):
-        _ctx().evaluator.judge.launcher.close()
+        _ctx().evaluator.judge.close()
 
 
 @cache

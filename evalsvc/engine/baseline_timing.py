@@ -1,15 +1,13 @@
 """The eager and torch.compile baselines of an evaluation: taken from the fleet's cache and re-checked by
 a short fresh measurement in this evaluation's conditions, measured in full when missing or when the
-check disagrees (then the new figure replaces the cached one). Trusted side: runs in the judge."""
+check disagrees (then the new figure replaces the cached one). `BaselineTimer` decides in the judge; the
+measurements run in the task's process (reference_host.py), as do the helpers below."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -26,84 +24,49 @@ RECHECK_FLOOR = 0.05
 # ... and never more than this: a short check too noisy to agree within it is settled by a full measurement,
 # not taken as agreement (tolerances of 1.5-7x let a cached figure stand against anything, red team 12-05).
 RECHECK_CAP = 0.25
-# Compiled baselines held in this process for re-checks (a compile costs seconds, a re-check 0.1 s).
-COMPILED_HELD = 8
 
-Quiet = Callable[[bool], contextlib.AbstractContextManager[None]]
-InputsFor = Callable[[int], Sequence[Any]]
+Quiet = Callable[[], contextlib.AbstractContextManager[None]]
+# One measurement of a baseline under a policy, made in the task's process (reference.Reference.time);
+# None when there is none (torch.compile failed, or a re-check found no compiled model held there).
+Measure = Callable[[TimingPolicy], TimingStats | None]
+MeasureCompiled = Callable[[TimingPolicy, bool], TimingStats | None]  # (policy, only if already compiled)
 
 
 class BaselineTimer:
-    """Thread-safe like the judge: timing under `quiet(tf32)`, torch.compile under `host`."""
+    """Thread-safe like the judge: every measurement under `quiet()` (the device alone)."""
 
-    def __init__(
-        self, device: torch.device, cache: BaselineCache, quiet: Quiet, host: threading.RLock
-    ) -> None:
-        self.device = device
+    def __init__(self, cache: BaselineCache, quiet: Quiet) -> None:
         self.cache = cache
         self.quiet = quiet
-        self.host = host
-        self._compiled: OrderedDict[str, Callable[..., Any]] = OrderedDict()
 
-    def eager(
-        self,
-        key: str,
-        reference: torch.nn.Module,
-        inputs_for: InputsFor,
-        tf32: bool,
-        policy: TimingPolicy,
-        timings: Timings,
-    ) -> TimingStats:
-        call = partial(_call_listed, reference)
+    def eager(self, key: str, measure: Measure, policy: TimingPolicy, timings: Timings) -> TimingStats:
         cached = self.cache.get(key)
         timings.eager_cached = cached is not None
         if cached is None:
-            return self._measured(key, call, inputs_for, tf32, policy)
-        return self._rechecked("eager", key, cached, call, inputs_for, tf32, policy, timings)
+            return self._measured(key, measure, policy)
+        return self._rechecked("eager", key, cached, measure, policy, timings)
 
     def compiled(
-        self,
-        key: str,
-        reference: torch.nn.Module,
-        probe: list[list[Any]],
-        inputs_for: InputsFor,
-        tf32: bool,
-        mode: str,
-        policy: TimingPolicy,
-        timings: Timings,
+        self, key: str, measure: MeasureCompiled, policy: TimingPolicy, timings: Timings
     ) -> TimingStats | None:
-        """A cached figure is re-checked when this process holds the compiled model (it measured or
+        """A cached figure is re-checked where the task's process holds the compiled model (it measured or
         re-measured it); a figure another process measured is used as it is (compiling to check it would
         cost seconds per task and process)."""
         cached = self.cache.get(key)
         timings.compiled_cached = cached is not None
-        call = self._compiled.get(key)
         if cached is not None:
-            if call is None:
-                return cached
-            self._compiled.move_to_end(key)
-            return self._rechecked("compiled", key, cached, call, inputs_for, tf32, policy, timings)
-        with self.host:
-            set_precision(tf32)
-            call = compile_reference(reference, probe, mode)
-        if call is None:
-            return None
-        self._hold(key, call)
-        try:
-            return self._measured(key, call, inputs_for, tf32, policy)
-        except Exception:
-            return None
+            return self._rechecked("compiled", key, cached, lambda p: measure(p, True), policy, timings)
+        with self.quiet():
+            stats = measure(policy, False)
+        if stats is not None:
+            self.cache.put(key, stats)
+        return stats
 
-    def _hold(self, key: str, call: Callable[..., Any]) -> None:
-        self._compiled[key] = call
-        while len(self._compiled) > COMPILED_HELD:
-            self._compiled.popitem(last=False)
-
-    def _measured(
-        self, key: str, call: Callable[..., Any], inputs_for: InputsFor, tf32: bool, policy: TimingPolicy
-    ) -> TimingStats:
-        with self.quiet(tf32):
-            stats = measure(call, inputs_for, self.device, policy).stats
+    def _measured(self, key: str, measure: Measure, policy: TimingPolicy) -> TimingStats:
+        with self.quiet():
+            stats = measure(policy)
+        if stats is None:
+            raise ValueError("the eager baseline has no measurement")
         self.cache.put(key, stats)
         return stats
 
@@ -112,15 +75,15 @@ class BaselineTimer:
         kind: Literal["eager", "compiled"],
         key: str,
         cached: TimingStats,
-        call: Callable[..., Any],
-        inputs_for: InputsFor,
-        tf32: bool,
+        measure: Measure,
         policy: TimingPolicy,
         timings: Timings,
     ) -> TimingStats:
         quick = dataclasses.replace(policy, budget_s=policy.budget_s * RECHECK_SHARE)
-        with self.quiet(tf32):
-            check = measure(call, inputs_for, self.device, quick).stats
+        with self.quiet():
+            check = measure(quick)
+        if check is None:  # nothing held to check with: the cached figure as it is
+            return cached
         spread = 2 * (check.rel_ci_halfwidth + cached.rel_ci_halfwidth)
         tolerance = min(RECHECK_CAP, max(RECHECK_FLOOR, spread))
         replaced = abs(check.median_ms - cached.median_ms) > tolerance * cached.median_ms
@@ -139,7 +102,12 @@ class BaselineTimer:
             timings.eager_cached = False
         else:
             timings.compiled_cached = False
-        return self._measured(key, call, inputs_for, tf32, policy)
+        with self.quiet():
+            stats = measure(policy)
+        if stats is None:
+            return cached
+        self.cache.put(key, stats)
+        return stats
 
 
 def set_precision(tf32: bool) -> None:

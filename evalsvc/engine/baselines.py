@@ -31,6 +31,9 @@ class MemoryBaselineCache:
     def put(self, key: str, stats: TimingStats) -> None:
         self._data[key] = stats
 
+    def items(self) -> list[tuple[str, TimingStats]]:
+        return list(self._data.items())
+
 
 @dataclass(frozen=True)
 class BaselineKeys:

@@ -7,7 +7,6 @@ Every failure of the candidate becomes a status here, and our own bugs an `inter
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -32,7 +31,7 @@ from evalsvc.core.solutions import InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.device_info import device_name, nvml_snapshot
 from evalsvc.engine.judge import Judge, Verdict
-from evalsvc.engine.taskload import LoadedTask, load_task
+from evalsvc.engine.reference import ReferenceFailed
 from evalsvc.store.artifacts import ArtifactStore
 
 
@@ -41,17 +40,6 @@ class Evaluator:
         self.judge = judge
         self.store = store
         self.worker = worker
-        self._tasks: dict[str, LoadedTask] = {}  # by content hash: loaded and checked once per worker
-        self._tasks_lock = threading.Lock()  # evaluations in flight side by side load a task once
-
-    def _load(self, spec: TaskSpec) -> LoadedTask:
-        """The task module run and its inputs checked once, not on every evaluation of the task."""
-        with self._tasks_lock:
-            if spec.id not in self._tasks:
-                if len(self._tasks) >= 256:
-                    self._tasks.pop(next(iter(self._tasks)))
-                self._tasks[spec.id] = load_task(spec)
-            return self._tasks[spec.id]
 
     def evaluate(
         self,
@@ -81,21 +69,22 @@ class Evaluator:
         report: CompileReport,
         options: EvalOptions,
     ) -> EvaluationResult:
-        try:
-            task = self._load(task_spec)
-        except InvalidTask as e:
+        try:  # the task is loaded (in its own process) before anything of the candidate is fetched
+            with self.judge.tasks.using(task_spec), tempfile.TemporaryDirectory(prefix="evalsvc-art-") as tmp:
+                artifact = Path(tmp) / "artifact"
+                if not self.store.fetch(artifact_key, artifact):
+                    msg = f"artifact {artifact_key} is not in the store"
+                    return failure(Status.INTERNAL_ERROR, msg, options)
+                verdict = self.judge.evaluate(task_spec, artifact, options)
+        except (InvalidTask, ReferenceFailed) as e:  # the task's own code failed
+            why = "invalid task" if isinstance(e, InvalidTask) else "the task failed"
             return failure(
                 Status.INTERNAL_ERROR,
-                f"invalid task: {e}",
+                f"{why}: {e}",
                 options,
                 compile=report,
                 failure=FailureKind.TASK_INVALID,
             )
-        with tempfile.TemporaryDirectory(prefix="evalsvc-art-") as tmp:
-            artifact = Path(tmp) / "artifact"
-            if not self.store.fetch(artifact_key, artifact):
-                return failure(Status.INTERNAL_ERROR, f"artifact {artifact_key} is not in the store", options)
-            verdict = self.judge.evaluate(task, artifact, options)
         return self._result(verdict, report, task_spec, solution, options, artifact_key)
 
     def _result(

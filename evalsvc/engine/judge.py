@@ -1,7 +1,8 @@
-"""The trusted judge: secret seeds, reference outputs, comparisons, timing of baselines, the verdict.
+"""The trusted judge: secret seeds, comparisons, the candidate's timing, the verdict.
 
-The candidate runs in a separate runner process; the judge sends it inputs and checks what comes back.
-The reference's outputs never leave this process.
+Neither side's code runs here. The candidate runs in a runner process; the task's code (its Model,
+inputs, baselines) in a process of its own (reference.py). The judge draws the seeds, asks each side for
+data, compares, and decides; the reference's outputs never reach the candidate's process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 import torch
 
 from evalsvc.core.options import EvalOptions
-from evalsvc.core.profiles import CandidateProfile, KernelTrace, Roofline, TaskWork
+from evalsvc.core.pools import VetPolicy, VetRecord
+from evalsvc.core.profiles import CandidateProfile, KernelTrace, ReferenceProfile, Roofline, TaskWork
 from evalsvc.core.results import (
     Correctness,
     FailureKind,
@@ -34,8 +36,8 @@ from evalsvc.core.results import (
     TrialCheck,
 )
 from evalsvc.core.stats import summarize
-from evalsvc.core.tasks import Arithmetic, Precision
-from evalsvc.engine.baseline_timing import BaselineTimer, run_reference, set_precision
+from evalsvc.core.tasks import Arithmetic, Precision, TaskSpec
+from evalsvc.engine.baseline_timing import BaselineTimer
 from evalsvc.engine.baselines import BaselineCache, BaselineKeys, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.commitment import output_tensors
@@ -60,11 +62,11 @@ from evalsvc.engine.judged_timing import (
 )
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.ncu import NcuProbe
-from evalsvc.engine.precision import ReferenceIn64, rounded_inputs
-from evalsvc.engine.profiling import nbytes, task_work
+from evalsvc.engine.profiling import nbytes
+from evalsvc.engine.reference import Reference, ReferenceFailed, TaskProcesses
 from evalsvc.engine.runner import cpu_device_threads, keep_freed_memory
-from evalsvc.engine.taskload import LoadedTask, input_digest, quality_warnings
-from evalsvc.engine.timing import TimingPolicy, measure_graph, method_name
+from evalsvc.engine.taskload import input_digest, quality_warnings
+from evalsvc.engine.timing import TimingPolicy, method_name
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")
@@ -113,22 +115,22 @@ ROOFLINE_SLACK = 1.25
 
 class Judge:
     """Thread-safe: a GPU worker runs several evaluations at once on one judge. They share the device for
-    their untimed work and take it alone (`quiet`) for every timing; the host side of this process
-    (reference calls under the task's TF32 setting, torch's global RNG) is taken one thread at a time."""
+    their untimed work and take it alone (`quiet`) for every timing."""
 
     def __init__(
         self, device: str, launcher: RunnerLauncher, baselines: BaselineCache, ncu: NcuProbe | None = None
     ) -> None:
         self.device = torch.device(device)
-        keep_freed_memory()  # the runner's heap regime, so a baseline does not follow this process's history
+        keep_freed_memory()  # freed memory reused: the judge holds inputs and outputs of every trial
         if self.device.type == "cpu":
-            cpu_device_threads()  # baselines timed like the candidate (runner.cpu_device_threads says why)
+            cpu_device_threads()  # no pool of the judge's own threads spinning beside a timed runner
         self.launcher = launcher
+        self.tasks = TaskProcesses(launcher)
         self.baselines = baselines
         self.ncu = ncu
         self.gpu = GpuSchedule()
-        self._host = threading.RLock()  # TF32 flags are per process: set and used by one thread at a time
-        self.baseline_timer = BaselineTimer(self.device, baselines, self.quiet, self._host)
+        self._lock = threading.Lock()  # the per-task caches below
+        self.baseline_timer = BaselineTimer(baselines, self.quiet)
         # Runners make input sets from seeds on a GPU (no copy through the host); on the CPU device making
         # a set costs more than copying it through shared memory (a 80 MB ReLU's trials: 1.67 s against
         # 0.97 s on the CPU machine), so sets are sent there.
@@ -136,46 +138,67 @@ class Judge:
         self._quality: dict[str, list[str]] = {}
         self._work: dict[str, TaskWork] = {}
 
-    def evaluate(self, task: LoadedTask, artifact: Path, options: EvalOptions) -> Verdict:
-        """The runner's start is waited for outside the device share: a start creates a CUDA context and
-        launches no kernel, and a context created beside a timed kernel did not move its median on the
-        H200 (`bench/timing_method.py`, run 11: within 0.35%, inside the quiet spread), so other
-        evaluations keep timing meanwhile."""
-        handle = self.launcher.start(artifact)
-        try:
-            start_failed = self._runner_ready(handle)
-            with self.gpu.shared():
-                return self._evaluate(task, artifact, options, handle, start_failed)
-        finally:
-            handle.close()
-            self.launcher.prestart()
+    def evaluate(self, task: TaskSpec, artifact: Path, options: EvalOptions) -> Verdict:
+        """InvalidTask or reference.ReferenceFailed when the task's own code fails (a task that does not
+        load is found before any runner starts). The runner's start is waited for outside the device
+        share: a start creates a CUDA context and launches no kernel, and a context created beside a timed
+        kernel did not move its median on the H200 (`bench/timing_method.py`, run 11: within 0.35%, inside
+        the quiet spread), so other evaluations keep timing meanwhile."""
+        with self.tasks.using(task) as process:
+            handle = self.launcher.start(artifact)
+            seeds = [secrets.randbits(62) for _ in range(options.trials or task.meta.trials)]
+            seeds += [secrets.randbits(62) for _ in range(options.timing_pool + 2)]
+            try:
+                start_failed = self._runner_ready(handle)
+                with self.gpu.shared():
+                    reference = Reference(process, seeds[0])
+                try:
+                    with self.gpu.shared():
+                        return self._evaluate(reference, seeds, artifact, options, handle, start_failed)
+                finally:
+                    reference.release()
+            finally:
+                handle.close()
+                self.launcher.prestart()
+
+    def close(self) -> None:
+        """Stop the task processes and the spare runners (worker shutdown, tests)."""
+        self.tasks.close()
+        self.launcher.close()
+
+    def vet(self, task: TaskSpec, policy: VetPolicy, device_class: str) -> VetRecord:
+        """pools.vet on this device, in the task's own process, the device alone (it times)."""
+        with self.quiet():
+            return self.tasks.vet(task, policy, device_class, device_name(self.device), self.baselines)
+
+    def profile(self, task: TaskSpec) -> ReferenceProfile:
+        """The task's reference profile, made in its own process, the device alone (it times)."""
+        with self.quiet():
+            return self.tasks.profile(task, compile_baseline=True)
 
     @contextmanager
-    def quiet(self, tf32: bool | None = None) -> Iterator[None]:
+    def quiet(self) -> Iterator[None]:
         """The device alone for timing: no kernel or host work of another evaluation of this process beside
         it, and on the CPU device no runner starting (also what a GPU worker's vetting and reference
-        profiling take); with `tf32`, the task's precision set."""
+        profiling take)."""
         with self.gpu.alone():
             if self.device.type == "cpu":  # a start takes the cores a CPU timing runs on; on a GPU it may run
                 self.launcher.settle()
-            if tf32 is not None:
-                set_precision(tf32)
             yield
 
     def _evaluate(
         self,
-        task: LoadedTask,
+        ref: Reference,
+        seeds: list[int],
         artifact: Path,
         options: EvalOptions,
         handle: RunnerHandle,
         start_failed: _Stop | None,
     ) -> Verdict:
-        meta = task.spec.meta
-        n_trials = options.trials or meta.trials
-        seeds = [secrets.randbits(62) for _ in range(n_trials + options.timing_pool + 2)]
+        meta = ref.spec.meta
+        n_trials = len(seeds) - options.timing_pool - 2
         verdict = Verdict(Status.OK, seeds=seeds)
-        reference = task.make_model(seeds[0], self.device)
-        verdict.task_warnings = self._task_quality(task, reference)
+        verdict.task_warnings = self._task_quality(ref)
         relative = meta.relative_check or bool(verdict.task_warnings)
         verdict.correctness = Correctness(atol=meta.atol, rtol=meta.rtol, relative_check=relative)
         policy = self._policy(options)
@@ -185,14 +208,12 @@ class Judge:
                 raise start_failed
             self.gpu.let_timing_pass()  # between steps of untimed work, a waiting timing goes first
             probe_seeds = seeds[n_trials + 1 : n_trials + 1 + options.timing_pool]
-            probe = [task.make_inputs(s, self.device) for s in probe_seeds]
-            self._prepare(
-                handle, task, probe, probe_seeds, self._reference(task, reference, probe[0]), policy
-            )
+            probe: list[list[Any]] = [ref.inputs(s) for s in probe_seeds]
+            self._prepare(handle, ref, probe, probe_seeds, ref.forward(probe[0]), policy)
             rounds = RoundRunner(
                 partial(self._ask, handle, timeout_s=self.launcher.limits.call_timeout_s),
-                partial(task.make_inputs, device=self.device),
-                partial(self._reference, task, reference),
+                ref.inputs,
+                ref.forward,
                 as_check(meta.atol, meta.rtol, verdict.correctness.relative_check),
                 rng,
                 seeded=handle.makes_inputs and self.seeded_inputs,
@@ -201,27 +222,26 @@ class Judge:
             own_libraries = {
                 i for p in (handle.scratch / "artifact").rglob("*.so") if (i := file_identity(str(p)))
             }
-            with self.quiet(meta.tf32), self._attributed(handle) as null_time:
+            with self.quiet(), self._attributed(handle) as null_time:
                 overhead = self._calibrate(rounds, policy, rng)
             self.gpu.let_timing_pass()
-            self._load(handle, task, reference, meta.tf32)
+            self._load(handle, ref)
             trial_seeds = seeds[1 : n_trials + 1]
             for t, seed in enumerate(trial_seeds):
                 first = t == 0
                 self.gpu.let_timing_pass()
-                self._trial(handle, task, reference, t, seed, first, verdict, repeat=(t == 1))
-            with self.quiet(meta.tf32), self._attributed(handle) as candidate_time:
+                self._trial(handle, ref, t, seed, first, verdict, repeat=(t == 1))
+            with self.quiet(), self._attributed(handle) as candidate_time:
                 self._time_candidate(rounds, policy, rng, overhead, verdict.timings)
             self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
             self._refuse_disagreement(verdict.timings)  # after: a library's kernel is that, forged or not
-            self._trial(handle, task, reference, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
+            self._trial(handle, ref, n_trials, seeds[-1], candidate_first=True, verdict=verdict)
             assert verdict.timings.candidate is not None  # set by _time_candidate, or it raised
             if self.device.type == "cuda" and verdict.timings.candidate.median_ms < GRAPH_TIMING_BELOW_MS:
-                with self.quiet(meta.tf32):
-                    graph_inputs = probe[0], probe_seeds[0]
-                    self._time_graphs(handle, task, reference, *graph_inputs, options, verdict.timings)
+                with self.quiet():
+                    self._time_graphs(handle, ref, probe[0], probe_seeds[0], options, verdict.timings)
             if options.profile:
-                with self.quiet(meta.tf32):
+                with self.quiet():
                     verdict.profile = self._trace(handle, probe[0])
         except _Stop as stop:
             verdict.status, verdict.message, verdict.failure = stop.status, stop.message, stop.failure
@@ -230,29 +250,28 @@ class Judge:
             return verdict
         finally:
             handle.close()
-        self._baselines(task, reference, probe, options, verdict.timings, rng)
-        verdict.roofline = self._roofline(task, reference, probe[0], verdict.timings)
+        self._baselines(ref, probe_seeds, options, verdict.timings, rng)
+        verdict.roofline = self._roofline(ref, probe[0], verdict.timings)
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
-            with self.quiet(meta.tf32), self.launcher.borrowed_uid() as uid:
-                self._nsight(verdict.profile, artifact, task, reference, probe[0], uid)
+            with self.quiet(), self.launcher.borrowed_uid() as uid:
+                self._nsight(verdict.profile, artifact, ref, probe[0], uid)
         return verdict
 
-    def _roofline(
-        self, task: LoadedTask, reference: torch.nn.Module, inputs: list[Any], timings: Timings
-    ) -> Roofline | None:
+    def _roofline(self, ref: Reference, inputs: list[Any], timings: Timings) -> Roofline | None:
         """Minimum bytes and FLOPs of the task (once per task) against this device's measured peaks;
         None when they cannot be had (a reference the FLOP counter refuses), never a failed evaluation."""
         try:
-            if task.spec.id not in self._work:
-                with self._host:
-                    self._work[task.spec.id] = task_work(reference, inputs)
+            task_id = ref.spec.id
+            if task_id not in self._work:
+                work = ref.work(inputs)
+                with self._lock:
+                    self._work[task_id] = work
             median = timings.candidate.median_ms if timings.candidate else None
-            meta = task.spec.meta
-            work = self._work[task.spec.id]
-            return task_roofline(self.device, work, meta.precision.value, meta.tf32, median)
+            meta = ref.spec.meta
+            return task_roofline(self.device, self._work[task_id], meta.precision.value, meta.tf32, median)
         except Exception:
-            log.exception("no roofline for task %s", task.spec.id)
+            log.exception("no roofline for task %s", ref.spec.id)
             return None
 
     def _trace(self, handle: RunnerHandle, inputs: list[Any]) -> CandidateProfile:
@@ -271,8 +290,7 @@ class Judge:
         self,
         profile: CandidateProfile,
         artifact: Path,
-        task: LoadedTask,
-        reference: torch.nn.Module,
+        ref: Reference,
         inputs: list[Any],
         uid: int,
     ) -> None:
@@ -282,7 +300,7 @@ class Judge:
         elif self.ncu is None:
             profile.notes.append("Nsight Compute is not available on this worker (ncu absent or not enabled)")
         else:
-            load = self._load_message(task, reference, task.spec.meta.tf32)
+            load = ref.load_message(ref.spec.meta.tf32)
             try:
                 profile.ncu, note = self.ncu.profile(artifact, load, inputs, self.device, uid)
             except Exception as e:  # our own step failed: a note, never a failed evaluation
@@ -324,8 +342,7 @@ class Judge:
     def _time_graphs(
         self,
         handle: RunnerHandle,
-        task: LoadedTask,
-        reference: torch.nn.Module,
+        ref: Reference,
         inputs: list[Any],
         seed: int,
         options: EvalOptions,
@@ -340,23 +357,26 @@ class Judge:
             timings.candidate_graph = TimingStats.model_validate(reply["stats"])
         except (_Stop, ValueError):
             pass  # eager's is still shown
-        key = self._baseline_keys(task, options).eager_graph
+        key = self._baseline_keys(ref.spec, options).eager_graph
         timings.eager_graph = self.baselines.get(key)
         if timings.eager_graph is None:
             try:
-                with torch.no_grad():
-                    timings.eager_graph = measure_graph(reference, inputs, self.device)
-            except RuntimeError:
+                timings.eager_graph = ref.time_graph(inputs)
+            except ReferenceFailed:
                 return
-            self.baselines.put(key, timings.eager_graph)
+            if timings.eager_graph is not None:
+                self.baselines.put(key, timings.eager_graph)
 
-    def _task_quality(self, task: LoadedTask, reference: torch.nn.Module) -> list[str]:
+    def _task_quality(self, ref: Reference) -> list[str]:
         """Checked once per task and process, on two fixed input sets."""
-        if task.spec.id not in self._quality:
-            outs = [self._reference(task, reference, task.make_inputs(s, self.device)) for s in (11, 12)]
-            meta = task.spec.meta
-            self._quality[task.spec.id] = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
-        return self._quality[task.spec.id]
+        task_id = ref.spec.id
+        if task_id not in self._quality:
+            outs = [ref.forward(ref.inputs(s)) for s in (11, 12)]
+            meta = ref.spec.meta
+            warnings = quality_warnings(outs[0], outs[1], meta.atol, meta.rtol)
+            with self._lock:
+                self._quality[task_id] = warnings
+        return list(self._quality[task_id])
 
     def _ask(
         self, handle: RunnerHandle, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0
@@ -417,23 +437,13 @@ class Judge:
             )
         return None
 
-    def _load_message(self, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> dict[str, Any]:
-        state = {k: v.detach().cpu() for k, v in reference.state_dict().items()}
-        return {
-            "op": "load",
-            "init_inputs": list(task.get_init_inputs()),
-            "state_dict": state,
-            "tf32": tf32,
-        }
-
-    def _load(self, handle: RunnerHandle, task: LoadedTask, reference: torch.nn.Module, tf32: bool) -> None:
-        self._ask(handle, self._load_message(task, reference, tf32), self.launcher.limits.load_timeout_s)
+    def _load(self, handle: RunnerHandle, ref: Reference) -> None:
+        self._ask(handle, ref.load_message(ref.spec.meta.tf32), self.launcher.limits.load_timeout_s)
 
     def _trial(
         self,
         handle: RunnerHandle,
-        task: LoadedTask,
-        reference: torch.nn.Module,
+        ref: Reference,
         t: int,
         seed: int,
         candidate_first: bool,
@@ -442,66 +452,59 @@ class Judge:
     ) -> None:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
         and work deferred to the next call show."""
-        inputs = task.make_inputs(seed, self.device)
+        inputs = ref.inputs(seed)
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)
         explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
         seeded = cache(partial(_seeded, explicit, seed))  # built once, only if the runner makes inputs
         if candidate_first:
             reply = self._ask_made(handle, explicit, seeded, size)
-            ref_out = self._reference(task, reference, inputs)
+            ref_out = ref.forward(inputs)
         else:
-            ref_out = self._reference(task, reference, inputs)
+            ref_out = ref.forward(inputs)
             reply = self._ask_made(handle, explicit, seeded, size)
-        self._check(reply["output"], ref_out, task, t, candidate_first, verdict)
+        self._check(reply["output"], ref_out, ref.spec, t, candidate_first, verdict)
         if t == 0:
-            self._check_arithmetic(task, reference, inputs, ref_out, reply["output"], verdict)
+            self._check_arithmetic(ref, inputs, ref_out, reply["output"], verdict)
         if repeat:
             again = self._ask_made(handle, explicit, seeded, size)
-            self._check(again["output"], ref_out, task, t, False, verdict, " (same inputs, second call)")
+            self._check(again["output"], ref_out, ref.spec, t, False, verdict, " (same inputs, second call)")
 
     def _check_arithmetic(
-        self,
-        task: LoadedTask,
-        reference: torch.nn.Module,
-        inputs: list[Any],
-        ref_out: Any,
-        output: Any,
-        verdict: Verdict,
+        self, ref: Reference, inputs: list[Any], ref_out: Any, output: Any, verdict: Verdict
     ) -> None:
         """On an fp32 task: does the first trial's output show reduced-precision inputs the task does not
-        allow (precision.py)? A reference that cannot run in float64 leaves it unchecked, with a warning."""
-        meta = task.spec.meta
+        allow (precision.py, run in the task's process)? A reference that cannot run in float64 leaves it
+        unchecked, with a warning."""
+        meta = ref.spec.meta
         corr = verdict.correctness
         assert corr is not None
         policy = meta.arithmetic_policy
         corr.arithmetic = policy.value if meta.precision is Precision.FP32 else meta.precision.value
         if meta.precision is not Precision.FP32 or policy is Arithmetic.ANY:
             return
-        try:
-            with self._host:
-                found = rounded_inputs(ReferenceIn64(reference), inputs, ref_out, output, policy.allowed())
-        except (RuntimeError, TypeError, ValueError) as e:
+        found, unchecked = ref.arithmetic(inputs, ref_out, output, policy.allowed())
+        if unchecked is not None:
             verdict.task_warnings.append(
-                f"arithmetic not checked: the reference does not run in float64 ({e})"[:300]
+                f"arithmetic not checked: the reference does not run in float64 ({unchecked})"[:300]
             )
             return
         corr.arithmetic_checked = True
         if found is not None:
             corr.first_failure = 0
-            raise _Stop(Status.INCORRECT, f"trial 0: {found.message()}", rule="reduced_precision")
+            raise _Stop(Status.INCORRECT, f"trial 0: {found}", rule="reduced_precision")
 
     def _check(
         self,
         output: Any,
         ref_out: Any,
-        task: LoadedTask,
+        task: TaskSpec,
         t: int,
         candidate_first: bool,
         verdict: Verdict,
         context: str = "",
     ) -> None:
-        meta = task.spec.meta
+        meta = task.meta
         corr = verdict.correctness
         assert corr is not None
         cmp = compare(output, ref_out, meta.atol, meta.rtol, relative=corr.relative_check)
@@ -521,18 +524,13 @@ class Judge:
             corr.first_failure = t
             raise _Stop(Status.INCORRECT, f"trial {t}{context}: {cmp.message}")
 
-    def _reference(self, task: LoadedTask, reference: torch.nn.Module, inputs: list[Any]) -> Any:
-        with self._host:
-            set_precision(task.spec.meta.tf32)
-            return run_reference(reference, inputs, self.device)
-
     def _policy(self, options: EvalOptions) -> TimingPolicy:
         return TimingPolicy(budget_s=options.timing_budget_s, target_rel_ci=options.target_rel_ci)
 
     def _prepare(
         self,
         handle: RunnerHandle,
-        task: LoadedTask,
+        ref: Reference,
         probe: list[list[Any]],
         probe_seeds: list[int],
         ref_out: Any,
@@ -544,14 +542,14 @@ class Judge:
         outputs = [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in output_tensors(ref_out)]
         base = {
             "op": "prepare",
-            "tf32": task.spec.meta.tf32,
+            "tf32": ref.spec.meta.tf32,
             "outputs": outputs,
             "flush_bytes": policy.flush_bytes,
         }
 
         def seeded() -> dict[str, Any]:
             digests = [input_digest(p) for p in probe]
-            return {**base, "task": task.spec.model_dump_json(), "seeds": probe_seeds, "digests": digests}
+            return {**base, "task": ref.spec.model_dump_json(), "seeds": probe_seeds, "digests": digests}
 
         self._ask_made(handle, base, seeded, 0, self.launcher.limits.load_timeout_s)
 
@@ -639,41 +637,40 @@ class Judge:
             timings.candidate = confirmed_interval(timings.candidate, timings.candidate_judged)
             timings.candidate_judged.confirmed_high_ms = judge_figure(timings.candidate_judged, "cpu").high_ms
 
-    def _baseline_keys(self, task: LoadedTask, options: EvalOptions) -> BaselineKeys:
+    def _baseline_keys(self, task: TaskSpec, options: EvalOptions) -> BaselineKeys:
         budget, ci = options.timing_budget_s, options.target_rel_ci
-        return baseline_keys(task.spec, device_name(self.device), torch.__version__, budget, ci)
+        return baseline_keys(task, device_name(self.device), torch.__version__, budget, ci)
 
     def _baselines(
         self,
-        task: LoadedTask,
-        reference: torch.nn.Module,
-        probe: list[list[Any]],
+        ref: Reference,
+        probe_seeds: list[int],
         options: EvalOptions,
         timings: Timings,
         rng: random.Random,
     ) -> None:
-        """Eager and torch.compile baselines by the candidate's method (rounds of calls on fresh inputs):
-        from the cache and re-checked, or measured; `timings` says which and how long it took."""
-        meta = task.spec.meta
-        keys = self._baseline_keys(task, options)
+        """Eager and torch.compile baselines by the candidate's method (rounds of calls on fresh inputs),
+        measured in the task's process: from the cache and re-checked, or measured; `timings` says which
+        and how long it took."""
+        meta = ref.spec.meta
+        keys = self._baseline_keys(ref.spec, options)
         policy = self._policy(options)
-        fresh = partial(_fresh_inputs, task, self.device, rng)
         started = time.monotonic()
-        timings.eager = self.baseline_timer.eager(keys.eager, reference, fresh, meta.tf32, policy, timings)
+
+        def eager(p: TimingPolicy) -> TimingStats | None:
+            return ref.time("eager", p, rng.getrandbits(62))
+
+        def compiled(p: TimingPolicy, held_only: bool) -> TimingStats | None:
+            return ref.time("compiled", p, rng.getrandbits(62), meta.compile_mode, probe_seeds, held_only)
+
+        timings.eager = self.baseline_timer.eager(keys.eager, eager, policy, timings)
         if options.compile_baseline:
             timings.compile_mode = meta.compile_mode
-            timings.compiled = self.baseline_timer.compiled(
-                keys.compiled, reference, probe, fresh, meta.tf32, meta.compile_mode, policy, timings
-            )
+            timings.compiled = self.baseline_timer.compiled(keys.compiled, compiled, policy, timings)
         timings.baseline_cached = timings.eager_cached and (
             timings.compiled_cached or not options.compile_baseline
         )
         timings.baselines_measured_s = time.monotonic() - started
-
-
-def _fresh_inputs(task: LoadedTask, device: torch.device, rng: random.Random, k: int) -> list[Any]:
-    """A baseline call's inputs: made from a fresh seed, as every timed call of the candidate's are."""
-    return task.make_inputs(rng.getrandbits(62), device)
 
 
 def _seeded(explicit: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -100,7 +100,8 @@ class RoundRunner:
     """Asks the runner for rounds and checks their answers. Every call gets a fresh seed drawn here: with
     `seeded`, the runner makes the call's inputs from it (the task reproduces there); otherwise this side
     makes them and sends them with the round. `ask(msg) -> reply` is the judge's request to the runner
-    (errors already turned into verdicts); `make_inputs(seed)` and `reference(inputs)` run in the judge."""
+    (errors already turned into verdicts); `make_inputs(seed)` and `reference(inputs)` are answered by the
+    task's process."""
 
     def __init__(
         self,

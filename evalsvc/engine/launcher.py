@@ -190,13 +190,22 @@ class UidLocks:
             self.release(uid)
 
 
-def kill_uid(uid: int, rounds: int = 5) -> int:
+def kill_uid(uid: int, rounds: int = 20) -> int:
     """SIGKILL every process running as `uid` (a runner's uid is its own while it lives, so whatever still
     runs under it after the runner is gone escaped the process-group kill: a forked child in a session of
-    its own, which could slow the baselines timed next or signal the next runner). Returns how many."""
+    its own, which could slow the baselines timed next or signal the next runner). Each is stopped first,
+    until none runs: a stopped process cannot fork, so a fork bomb cannot refill the process slots the kill
+    frees. Returns how many were killed."""
+    for _ in range(rounds):
+        running = [pid for pid, state in _processes_of(uid) if state not in ("T", "Z")]
+        for pid in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        if not running:
+            break
     killed = 0
     for _ in range(rounds):
-        found = [pid for pid in _pids() if _real_uid(pid) == uid]
+        found = [pid for pid, state in _processes_of(uid) if state != "Z"]  # a zombie is init's to reap
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -208,19 +217,18 @@ def kill_uid(uid: int, rounds: int = 5) -> int:
     return killed
 
 
-def _pids() -> list[int]:
-    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
-
-
-def _real_uid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+def _processes_of(uid: int) -> list[tuple[int, str]]:
+    """(pid, scheduler state letter) of every process whose real uid is `uid`."""
+    found = []
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(line.split(":\t", 1) for line in f if ":\t" in line)
+            if int(fields["Uid"].split()[0]) == uid:
+                found.append((pid, fields["State"].split()[0]))
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+    return found
 
 
 class RunnerLauncher:
@@ -277,6 +285,11 @@ class RunnerLauncher:
             for path in [target, *target.rglob("*")]:
                 os.chown(path, handle.uid, handle.uid, follow_symlinks=False)
         return handle
+
+    def start_reference(self) -> RunnerHandle:
+        """A process for a task's code (reference_host.py): the same isolation as a candidate's runner, a
+        uid of its own; never a spare (a spare's filter refuses the compilers torch.compile runs)."""
+        return self._spawn(reference=True)
 
     def prestart(self) -> None:
         """Start spares up to `SPARES`, as an evaluation ends."""
@@ -343,7 +356,7 @@ class RunnerLauncher:
                 self._uid_locks.release(uid)
             self._free_uids.append(uid)
 
-    def _spawn(self) -> RunnerHandle:
+    def _spawn(self, reference: bool = False) -> RunnerHandle:
         """A new runner under the uid freed longest ago (anything still running under it killed first)."""
         uid = self._take_uid()
         if self.isolate:
@@ -358,6 +371,7 @@ class RunnerLauncher:
                 isolate=self.isolate,
                 memory_bytes=self.limits.memory_bytes,
                 uid=uid,
+                reference=reference,
             )
             arena = Arena.create()
             proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)

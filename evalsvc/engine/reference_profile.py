@@ -1,7 +1,8 @@
 """Profile a task's reference: eager PyTorch and torch.compile, ranked by device time, with its roofline.
 
-Trusted code only (the reference is the task author's): runs in the GPU worker's own process, like the
-baselines. Tells an agent which operators to fuse first and what torch.compile already fused.
+Runs in the task's own process (reference_host.py), like everything that runs a task's code; the judge
+receives the profile as data. Tells an agent which operators to fuse first and what torch.compile
+already fused.
 """
 
 from __future__ import annotations

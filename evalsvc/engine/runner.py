@@ -13,6 +13,7 @@ import importlib.util
 import os
 import resource
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
+from evalsvc.engine.reference_host import ReferenceServer
 from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
 from evalsvc.engine.timing import RoundTimer, measure_graph
@@ -33,7 +35,7 @@ from evalsvc.sandbox.isolation import (
     private_filesystem_view,
     unshare_network,
 )
-from evalsvc.sandbox.seccomp import install_runner_filter
+from evalsvc.sandbox.seccomp import REFERENCE_RULES, install_runner_filter
 
 READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
 
@@ -49,6 +51,7 @@ class RunnerSetup:
     nproc: int = 512
     cover: str | None = None
     fsize_bytes: int = 256 * 1024 * 1024
+    reference: bool = False  # a task's code (reference_host.py), not a candidate's
 
 
 class CandidateError(Exception):
@@ -103,14 +106,16 @@ def _isolate(setup: RunnerSetup) -> str:
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(runner_environment(workdir))
+    tempfile.tempdir = workdir  # the template computed its own before TMPDIR changed (Inductor writes there)
     keep_freed_memory()
     return workdir
 
 
 def runner_environment(workdir: str) -> dict[str, str]:
-    """The whole environment a candidate sees. The sandbox uid has no passwd entry, so the user name
-    comes from here (getpass.getuser(), which torch._dynamo calls at import), and every cache torch or
-    Triton would write under the user's home lands in the job's own scratch directory."""
+    """The whole environment a candidate (or a task) sees. The sandbox uid has no passwd entry, so the
+    user name comes from here (getpass.getuser(), which torch._dynamo calls at import), and every cache
+    torch or Triton would write under the user's home lands in the job's own scratch directory. Inductor
+    compiles in this process, not in a pool of workers of its own."""
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": workdir,
@@ -121,6 +126,7 @@ def runner_environment(workdir: str) -> dict[str, str]:
         "TORCHINDUCTOR_CACHE_DIR": os.path.join(workdir, ".cache", "inductor"),
         "TRITON_CACHE_DIR": os.path.join(workdir, ".cache", "triton"),
         "XDG_CACHE_HOME": os.path.join(workdir, ".cache"),
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
     }
 
 
@@ -469,6 +475,11 @@ def runner_main(conn: Any, setup: RunnerSetup, arena: Arena | None) -> None:
     # What every load_inline solution imports, here rather than in the forkserver (launcher.PRELOAD says
     # why): a spare runner does it before its evaluation begins.
     importlib.import_module("torch.utils.cpp_extension")
+    if setup.reference:  # its torch.compile runs a compiler: processes and programs, no socket
+        install_runner_filter(REFERENCE_RULES)
+        send(conn, READY)
+        ReferenceServer(conn, device, arena).serve()
+        os._exit(0)
     # Last step of the start, before any task or candidate code: no process, program, signal or socket.
     install_runner_filter()
 

@@ -1,4 +1,5 @@
-"""Load a KernelBench task in the judge and check that it is evaluable at all."""
+"""Load a KernelBench task and check that it is evaluable at all: in the task's own process
+(reference_host.py), never in the judge, since a task is a tenant's code."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ flush before it on a GPU), each round ended by a device-wide synchronisation, re
 known to a target precision, then a random number of rounds more.
 
 The candidate's rounds run in its runner process, one request per round, with the judge's clock around
-each (`evalsvc.engine.judged_timing`); baselines run the same rounds in the judge. What a round does is
-`RoundTimer.run`, how long rounds are and when to stop is `RoundPlan`, for both.
+each (`evalsvc.engine.judged_timing`); baselines run the same rounds in the task's process. What a round
+does is `RoundTimer.run`, how long rounds are and when to stop is `RoundPlan`, for both.
 """
 
 from __future__ import annotations

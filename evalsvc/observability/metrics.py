@@ -31,7 +31,7 @@ SANDBOX_FAILURES = (
     "runner_died",  # the candidate's process ended without answering (crash, kill, OOM)
     "runner_start_failed",  # a runner never became ready (the job was delivered again up to max_attempts)
     "sandbox_unavailable",  # the compile sandbox's engine (Docker) was unreachable
-    "task_invalid",  # the task could not be loaded or its inputs made in the judge
+    "task_invalid",  # the task could not be loaded or its inputs made (its own process failed)
     "worker_error",  # an unexpected error of ours in the worker around the evaluation
 )
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)

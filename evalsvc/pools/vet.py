@@ -2,7 +2,8 @@
 depend on its inputs, are they large enough to judge, the same on a repeated run, is its eager runtime in
 the window, does it fit in memory. Its baselines go to the engine's baseline cache on the way.
 
-Runs in a GPU worker's own process (the judge's side: the task is trusted reference code).
+Runs in the task's own process (reference_host.py: a task is a tenant's code); the judge stores the
+baselines it measured under the keys the judge computes.
 """
 
 from __future__ import annotations

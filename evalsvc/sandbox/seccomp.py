@@ -47,6 +47,7 @@ CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x1000000
 THREAD = "thread"  # allowed when clone's flags make a thread of this process
 SELF = "self"  # allowed when the first argument is this process's pid
 SELF_OR_GROUP = "self_or_group"  # ... or 0, its own process group
+NO_NAMESPACE = "no_namespace"  # clone with no namespace flag: a thread or a child process
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,18 @@ RULES: tuple[Rule, ...] = (
     Rule("swapon", "the machine's swap"),
     Rule("swapoff", "the machine's swap"),
 )  # seccomp itself stays allowed: a filter added later only refuses more
+
+# The reference side (a task's own code, in a process of its own uid): torch.compile runs a C++ compiler
+# (CPU) or ptxas (Triton), so it may make processes and run programs, and signal them (no other live
+# process has its uid). Everything else of the runner's list stays refused, new namespaces included.
+_CHILDREN = {"fork", "vfork", "execve", "execveat", "kill", "tkill", "tgkill", "rt_sigqueueinfo"}
+REFERENCE_RULES: tuple[Rule, ...] = tuple(
+    Rule("clone", "a thread or a child process, in no new namespace", unless=NO_NAMESPACE)
+    if r.syscall == "clone"
+    else r
+    for r in RULES
+    if r.syscall not in _CHILDREN
+)
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,16 @@ def _thread_only(err: int) -> list[Insn]:
     ]
 
 
+def _no_namespace(err: int) -> list[Insn]:
+    """clone: any flags but a new namespace's."""
+    return [
+        _stmt(BPF_LD_W_ABS, ARG0_LOW_OFFSET),
+        _jump(BPF_JSET_K, CLONE_NAMESPACES, 0, 1),
+        _refuse(err),
+        _stmt(BPF_RET_K, SECCOMP_RET_ALLOW),
+    ]
+
+
 def _first_argument_in(values: list[int], err: int) -> list[Insn]:
     """Allowed when the first argument (a pid, as the kernel reads it: 32 bits) is one of `values`."""
     count = len(values)
@@ -207,6 +230,8 @@ def _rule_body(rule: Rule, own_pid: int) -> list[Insn]:
         return [_refuse(rule.refuse_with)]
     if rule.unless == THREAD:
         return _thread_only(rule.refuse_with)
+    if rule.unless == NO_NAMESPACE:
+        return _no_namespace(rule.refuse_with)
     if rule.unless == SELF:
         return _first_argument_in([own_pid], rule.refuse_with)
     if rule.unless == SELF_OR_GROUP:
@@ -249,15 +274,15 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def install_runner_filter() -> None:
-    """Install the runner's filter on every thread of this process (TSYNC: the CUDA driver's threads exist
-    by now on a GPU), for good: it is inherited by every thread made later and cannot be removed. Signals
-    are allowed only to this process, whose pid is written into the filter: nothing under the filter can
-    make another process, so the pid stays true."""
+def install_runner_filter(rules: tuple[Rule, ...] = RULES) -> None:
+    """Install the runner's filter (or `rules`) on every thread of this process (TSYNC: the CUDA driver's
+    threads exist by now on a GPU), for good: it is inherited by every thread and process made later and
+    cannot be removed. Under `RULES` signals are allowed only to this process, whose pid is written into
+    the filter: nothing under them can make another process, so the pid stays true."""
     arch = ARCHES.get(platform.machine())
     if arch is None:
         raise IsolationError(f"no seccomp filter for {platform.machine()}")
-    program = build_filter(arch, os.getpid())
+    program = build_filter(arch, os.getpid(), rules)
     insns = (_SockFilter * len(program))(*(_SockFilter(*insn) for insn in program))
     fprog = _SockFprog(len(program), insns)
     libc = ctypes.CDLL(None, use_errno=True)

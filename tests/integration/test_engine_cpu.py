@@ -13,6 +13,7 @@ import torch
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.core.tasks import TaskSpec
+from evalsvc.engine.reference import load_message
 from evalsvc.engine.taskload import input_digest, load_task
 from evalsvc.sandbox.isolation import RUNNER_UIDS, SANDBOX_UID, runner_uid
 from evalsvc.suite import cases
@@ -176,7 +177,9 @@ def test_runner_makes_inputs_from_seeds_and_refuses_a_wrong_digest(pipeline) -> 
         prepare = {"op": "prepare", "task": task.spec.model_dump_json(), "seeds": [7], "outputs": [],
                    "digests": [input_digest(inputs)], "flush_bytes": 0}  # fmt: skip
         assert handle.request(prepare, 120)["ok"]
-        assert handle.request(judge._load_message(task, reference, False), 120)["ok"]
+        assert handle.request(load_message(list(task.get_init_inputs()), reference.state_dict(), False), 120)[
+            "ok"
+        ]
         seeded = {"op": "run", "seed": 7, "digest": input_digest(inputs), "poison_bytes": 0}
         reply = handle.request(seeded, 60)
         assert reply["ok"], reply

@@ -114,8 +114,8 @@ def test_hostile_submission(hostile_pipeline, planted: str, listener: Listener, 
 
 
 def _orphans() -> list[int]:
-    """Processes under a CPU-device runner uid whose parent is gone (reparented): a live runner's parent
-    is the forkserver."""
+    """Live processes under a CPU-device runner (or task) uid whose parent is gone (reparented): a live
+    runner's parent is the forkserver."""
     from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
 
     uids = {runner_uid("cpu", slot) for slot in range(RUNNER_UIDS)}
@@ -126,7 +126,12 @@ def _orphans() -> list[int]:
         except OSError:
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if int(fields.get("Uid", "0").split()[0]) in uids and fields.get("PPid", "").strip() == "1":
+        dead = fields.get("State", "").startswith("Z")  # killed, waiting for init to reap it
+        if (
+            int(fields.get("Uid", "0").split()[0]) in uids
+            and fields.get("PPid", "").strip() == "1"
+            and not dead
+        ):
             found.append(pid)
     return found
 
@@ -142,7 +147,7 @@ def test_path_traversal_in_file_names_is_refused() -> None:
 
 
 def test_no_root_owned_leftovers_in_scratch(hostile_pipeline, cpu_settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    hostile_pipeline.evaluator.judge.launcher.close()  # the spare runner's scratch is in use, not left over
+    hostile_pipeline.evaluator.judge.close()  # the spare runner's scratch is in use, not left over
     before = hostile_pipeline.scratch_before
     leftovers = [p for p in cpu_settings.scratch_dir.glob("evalsvc-run-*") if p.exists() and p not in before]
     assert leftovers == [], [(p, sorted(str(f.relative_to(p)) for f in p.rglob("*"))[:20]) for p in leftovers]

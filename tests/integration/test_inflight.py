@@ -63,8 +63,8 @@ def test_evaluations_in_flight_keep_their_verdicts_and_are_timed_alone(pipeline)
     quiet = judge.quiet
 
     @contextmanager
-    def observed_quiet(tf32: bool | None = None) -> Iterator[None]:
-        with quiet(tf32):
+    def observed_quiet() -> Iterator[None]:
+        with quiet():
             start = time.monotonic()
             try:
                 yield

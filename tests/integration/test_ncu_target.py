@@ -13,6 +13,7 @@ import torch
 
 from evalsvc.core.solutions import Solution
 from evalsvc.engine.ncu import NcuProbe, target_command
+from evalsvc.engine.reference import load_message
 from evalsvc.engine.taskload import load_task
 from evalsvc.sandbox.isolation import runner_uid
 from evalsvc.suite import cases
@@ -38,7 +39,7 @@ def test_the_profiled_process_runs_the_candidate_and_keeps_its_output_off_the_re
         work = Path(tmp) / "work"
         work.mkdir()
         probe = NcuProbe("ncu", Path(tmp), isolate=True, memory_bytes=8 << 30)
-        load = pipeline.evaluator.judge._load_message(task, task.make_model(1, device), False)
+        load = load_message(list(task.get_init_inputs()), task.make_model(1, device).state_dict(), False)
         probe.stage(work, art, load, task.make_inputs(1, device), device, runner_uid("cpu"))
         run = subprocess.run(target_command(work), capture_output=True, text=True, timeout=300)
         log = (work / "candidate.log").read_text()

@@ -8,7 +8,6 @@ Token budget: text reports are counted as characters / 4 (the usual English-text
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.suite import cases
-from tests.integration.test_service_e2e import LiveStack
+from tests.live_stack import LiveStack
 
 pytestmark = pytest.mark.docker
 
@@ -32,42 +31,10 @@ def tokens(text: str) -> int:
     return len(text) // 4
 
 
-class ProfilingStack(LiveStack):
-    """Gateway, one compile worker and one CPU-device worker: the least that runs every stage."""
-
-    def start(self) -> None:
-        redis_server = shutil.which("redis-server")
-        if redis_server is None:
-            pytest.fail("redis-server is not installed")
-        self.spawn(
-            "redis", [redis_server, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", ""]
-        )
-        cli = [sys.executable, "-m", "evalsvc.cli"]
-        self.spawn("gateway", [*cli, "serve", "--port", str(self.port)])
-        self.spawn("compile", [*cli, "worker", "compile", "--concurrency", "1"], EVALSVC_WORKER_NAME="prof-c")
-        self.spawn(
-            "cpu",
-            [*cli, "worker", "gpu", "--device", "cpu", "--queue", "gpu.cpu-p"],
-            EVALSVC_WORKER_NAME="prof",
-        )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            for name, p in self.procs.items():
-                if p.poll() is not None:
-                    pytest.fail(f"{name} exited: {self.log(name)}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        pytest.fail(f"stack not ready: {self.log('gateway')}")
-
-
 @pytest.fixture(scope="module")
-def stack(cpu_settings) -> Iterator[ProfilingStack]:  # type: ignore[no-untyped-def]
+def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
     root = Path(tempfile.mkdtemp(prefix="evalsvc-prof-"))
-    s = ProfilingStack(root)
+    s = LiveStack(root, {"prof": "gpu.cpu-p"}, compile_concurrency=1)  # the least that runs every stage
     try:
         s.start()
         yield s
@@ -77,7 +44,7 @@ def stack(cpu_settings) -> Iterator[ProfilingStack]:  # type: ignore[no-untyped-
 
 
 @pytest.fixture(scope="module")
-def http(stack: ProfilingStack) -> Iterator[httpx.Client]:
+def http(stack: LiveStack) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=stack.url, timeout=200) as client:
         yield client
 

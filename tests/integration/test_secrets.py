@@ -3,7 +3,8 @@
 Canaries are planted where a deployment puts secrets: the API keys, a Redis password in the Redis URL, a
 cloud credential variable, a secrets directory, /etc/evalsvc, the data directory (the artifact store).
 1. The battery: one candidate per place a candidate could look (its inherited environment block, its whole
-   memory, every process it can see, its open descriptors, the file system), run by a process started
+   memory, every process it can see, its open descriptors, the file system), and one task per place (its
+   module body searches, in the task's own process: tasks are tenants' code too), run by a process started
    with the secrets in its environment as a worker would be, the static screens off so that only
    isolation stands in the way. The same searches, run in that process, find the canaries there (the
    positive control: a search that cannot see cannot pass).
@@ -107,12 +108,16 @@ def test_canary_battery_finds_nothing_from_inside_the_runner(tmp_path: Path, pla
     assert run.returncode == 0, run.stderr[-3000:]
     lines = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     results = {line["place"]: line["result"] for line in lines if "place" in line}
+    by_tasks = {line["task_place"]: line["result"] for line in lines if "task_place" in line}
     control_found = next(line["control"] for line in lines if "control" in line)
-    assert set(results) == set(search.PLACES)
-    for place, result in results.items():
+    assert set(results) == set(search.PLACES) == set(by_tasks)
+    for who, place, result in [("candidate", *r) for r in results.items()] + [
+        ("task", *r) for r in by_tasks.items()
+    ]:
         message = result["message"] or ""
-        assert f"SEARCHED {place} FOUND [] END" in message, (place, result["status"], message[-1500:])
-        assert not found_in(json.dumps(result)), (place, found_in(json.dumps(result)))
+        assert f"SEARCHED {place} FOUND [] END" in message, (who, place, result["status"], message[-1500:])
+        assert not found_in(json.dumps(result)), (who, place, found_in(json.dumps(result)))
+    assert all(r["failure"] == "task_invalid" for r in by_tasks.values())
     # The positive control: where the secrets are, the same searches see them.
     env_canaries = {planted.api_key, planted.redis_password, planted.cloud, planted.token}
     for place in ("environ_block", "memory", "processes"):

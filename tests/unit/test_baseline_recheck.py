@@ -1,4 +1,5 @@
-"""BaselineTimer's re-check of a cached eager baseline, with real torch calls on the CPU: a cached figure
+"""BaselineTimer's re-check of a cached eager baseline, with real torch calls on the CPU (timed in this
+process here; the judge's measure callables time in the task's process): a cached figure
 far from what the call takes is replaced by a full measurement (and the cache with it), whatever the
 machine's load, since load moves a time by less than the factors used here; every check's tolerance stays
 within RECHECK_FLOOR..RECHECK_CAP; with no cached figure nothing is checked."""
@@ -6,16 +7,15 @@ within RECHECK_FLOOR..RECHECK_CAP; with no cached figure nothing is checked."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 
 import pytest
 import torch
 
 from evalsvc.core.results import Timings, TimingStats
-from evalsvc.engine.baseline_timing import RECHECK_CAP, RECHECK_FLOOR, BaselineTimer
+from evalsvc.engine.baseline_timing import RECHECK_CAP, RECHECK_FLOOR, BaselineTimer, call_reference
 from evalsvc.engine.baselines import MemoryBaselineCache
-from evalsvc.engine.timing import TimingPolicy
+from evalsvc.engine.timing import TimingPolicy, measure
 
 CPU = torch.device("cpu")
 POLICY = TimingPolicy(budget_s=0.3, warmup_runs=1, min_runs=10)
@@ -27,8 +27,13 @@ class Relu(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _quiet(tf32: bool) -> Iterator[None]:
+def _quiet() -> Iterator[None]:
     yield
+
+
+def _relu(p: TimingPolicy) -> TimingStats:
+    model = Relu()
+    return measure(lambda *a: call_reference(model, list(a)), _inputs, CPU, p).stats
 
 
 def _inputs(i: int) -> list[torch.Tensor]:
@@ -52,23 +57,23 @@ def _stats(median_ms: float) -> TimingStats:
 
 @pytest.fixture
 def timer() -> BaselineTimer:
-    return BaselineTimer(CPU, MemoryBaselineCache(), _quiet, threading.RLock())
+    return BaselineTimer(MemoryBaselineCache(), _quiet)
 
 
 def test_first_measurement_is_cached_and_not_checked(timer: BaselineTimer) -> None:
     timings = Timings()
-    stats = timer.eager("k", Relu(), _inputs, False, POLICY, timings)
+    stats = timer.eager("k", _relu, POLICY, timings)
     assert timings.eager_cached is False and timings.baseline_checks == []
     assert timer.cache.get("k") == stats and stats.n >= POLICY.min_runs
 
 
 @pytest.mark.parametrize("factor", [1000.0, 0.001], ids=["cached_far_slower", "cached_far_faster"])
 def test_a_cached_figure_the_call_contradicts_is_replaced(timer: BaselineTimer, factor: float) -> None:
-    real = timer.eager("k", Relu(), _inputs, False, POLICY, Timings())
+    real = timer.eager("k", _relu, POLICY, Timings())
     wrong = _stats(real.median_ms * factor)
     timer.cache.put("k", wrong)
     timings = Timings()
-    used = timer.eager("k", Relu(), _inputs, False, POLICY, timings)
+    used = timer.eager("k", _relu, POLICY, timings)
     [check] = timings.baseline_checks
     assert check.kind == "eager" and check.cached_ms == wrong.median_ms and check.replaced
     assert RECHECK_FLOOR <= check.tolerance <= RECHECK_CAP
@@ -77,12 +82,12 @@ def test_a_cached_figure_the_call_contradicts_is_replaced(timer: BaselineTimer, 
 
 
 def test_every_check_tolerance_is_bounded(timer: BaselineTimer) -> None:
-    timer.eager("k", Relu(), _inputs, False, POLICY, Timings())
+    timer.eager("k", _relu, POLICY, Timings())
     timer.cache.put("k", _stats(timer.cache.get("k").median_ms))  # type: ignore[union-attr]
     checks = []
     for _ in range(3):
         timings = Timings()
-        used = timer.eager("k", Relu(), _inputs, False, POLICY, timings)
+        used = timer.eager("k", _relu, POLICY, timings)
         [check] = timings.baseline_checks
         checks.append(check)
         # Agreed: the cached figure is used as it is; replaced: a new one, cached.

@@ -1,0 +1,349 @@
+"""The judge's handle on a task's code, which runs in a process of its own (reference_host.py).
+
+`TaskProcesses` keeps one such process per task recently judged on this worker (starting one imports the
+task and checks its inputs once); `Reference` is one evaluation's reference model in it, under the
+evaluation's secret model seed. Every call holds the process's lock (one request at a time on its pipe)
+and ends in data or `ReferenceFailed`; a process that failed is killed and never used again. A kept
+process no evaluation is using is stopped (SIGSTOP to its process group, which it cannot leave: its
+filter refuses setsid and setpgid), so nothing a task started runs beside another evaluation's timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from evalsvc.core.pools import VetPolicy, VetRecord
+from evalsvc.core.profiles import ReferenceProfile, TaskWork
+from evalsvc.core.results import TimingStats
+from evalsvc.core.tasks import InvalidTask, TaskSpec
+from evalsvc.engine.baselines import BaselineCache, baseline_keys
+from evalsvc.engine.codec import BadMessage
+from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
+from evalsvc.engine.profiling import nbytes
+from evalsvc.engine.reference_host import policy_fields
+from evalsvc.engine.timing import TimingPolicy
+
+# Task processes kept per judge: the tasks judged last (a GPU worker's evaluations in flight are mostly of
+# a few tasks; each process holds a CUDA context and its models).
+KEPT_PROCESSES = 2
+# torch.compile of a reference takes seconds to minutes (Inductor's C++ or Triton builds): its call gets
+# this many times the load timeout; vetting (several compiles and timings) the same.
+SLOW_CALL_FACTOR = 3
+
+
+class ReferenceFailed(Exception):
+    """The task's own code failed (raised, hung past the watchdog, died, or answered with what is not
+    data): the task cannot be judged."""
+
+
+class InputSet(list[Any]):
+    """An input set made in the task's process, which still holds it under `seed` (no copy sent back)."""
+
+    seed: int | None = None
+
+
+class TaskProcess:
+    """One task's process. Thread-safe: evaluations in flight side by side take turns on its pipe."""
+
+    def __init__(self, handle: RunnerHandle, spec: TaskSpec, launcher: RunnerLauncher) -> None:
+        self.handle = handle
+        self.spec = spec
+        self.limits = launcher.limits
+        self.set_bytes = 0  # an input set's size, once one has been made: room for the next in the arena
+        self.failed = False
+        self.users = 0  # evaluations using it now
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def hold(self) -> None:
+        """One more evaluation uses it: it runs again if it was stopped."""
+        with self._lock:
+            self.users += 1
+            if self.stopped:
+                self._signal(signal.SIGCONT)
+                self.stopped = False
+
+    def let_go(self) -> None:
+        """One evaluation less; with none left, stopped until the next."""
+        with self._lock:
+            self.users -= 1
+            if self.users == 0 and not self.failed and not self.handle.closed:
+                self._signal(signal.SIGSTOP)
+                self.stopped = True
+
+    def _signal(self, sig: int) -> None:
+        pid = self.handle.proc.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+
+    def request(self, msg: dict[str, Any], timeout_s: float = 0.0, reply_bytes: int = 0) -> dict[str, Any]:
+        timeout_s = timeout_s or self.limits.call_timeout_s
+        with self._lock:
+            if self.failed:
+                raise ReferenceFailed("the task's process failed earlier")
+            try:
+                reply = self.handle.request(msg, timeout_s, reply_bytes)
+            except RunnerTimeout as e:
+                raise self._fail(f"the task's code did not finish '{msg['op']}': {e}") from None
+            except RunnerDied as e:
+                raise self._fail(str(e).replace("candidate", "task")) from None
+            except BadMessage as e:
+                raise self._fail(f"the task's process sent what is not data: {e}") from None
+        if not reply["ok"]:
+            error = str(reply.get("error", "unknown error"))[:3000]
+            if reply.get("kind") == "task_invalid":
+                raise InvalidTask(error)
+            if reply.get("kind") != "evicted":
+                raise ReferenceFailed(f"the task's code failed in '{msg['op']}': {error}")
+        return reply
+
+    def _fail(self, message: str) -> ReferenceFailed:
+        self.failed = True
+        self.handle.kill()
+        return ReferenceFailed(message)
+
+    def close(self) -> None:
+        with self._lock:
+            if self.stopped:  # its exit message must be read: run again, then asked to exit
+                self._signal(signal.SIGCONT)
+                self.stopped = False
+        self.handle.close()
+
+
+class Reference:
+    """One evaluation's reference: the task's Model built in the task's process from the evaluation's
+    secret seed (its weights come back for the candidate's `load_state_dict`)."""
+
+    def __init__(self, process: TaskProcess, seed: int) -> None:
+        self.process = process
+        self.spec = process.spec
+        self.seed = seed
+        reply = process.request({"op": "model", "model": seed}, process.limits.load_timeout_s)
+        self.state_dict: dict[str, torch.Tensor] = {k: v.cpu() for k, v in reply["state_dict"].items()}
+        self.init_inputs: list[Any] = list(reply["init_inputs"])
+
+    def inputs(self, seed: int) -> InputSet:
+        p = self.process
+        reply = p.request({"op": "inputs", "seed": seed}, reply_bytes=2 * p.set_bytes)
+        made = InputSet(reply["inputs"])
+        made.seed = seed
+        p.set_bytes = max(p.set_bytes, nbytes(made))
+        return made
+
+    def forward(self, inputs: list[Any]) -> Any:
+        """The reference's output on `inputs` (named by seed where the task's process still holds them)."""
+        reply = self._on(inputs, {"op": "forward"}, nbytes(inputs))
+        return reply["output"]
+
+    def arithmetic(
+        self, inputs: list[Any], reference_out: Any, output: Any, allowed: frozenset[str]
+    ) -> tuple[str | None, str | None]:
+        """precision.rounded_inputs in the task's process: (a finding's message, why it was not checked)."""
+        msg = {
+            "op": "arithmetic",
+            "reference_out": reference_out,
+            "output": output,
+            "allowed": sorted(allowed),
+        }
+        reply = self._on(inputs, msg, 0, self.process.limits.load_timeout_s)
+        return _text(reply.get("found")), _text(reply.get("unchecked"))
+
+    def work(self, inputs: list[Any]) -> TaskWork:
+        return TaskWork.model_validate(self._on(inputs, {"op": "work"}, 0)["work"])
+
+    def time(
+        self,
+        kind: str,
+        policy: TimingPolicy,
+        seed: int,
+        mode: str = "default",
+        probe_seeds: list[int] | None = None,
+        held_only: bool = False,
+    ) -> TimingStats | None:
+        """A baseline timed in the task's process on fresh inputs from `seed` (None: torch.compile could
+        not compile or run it, or with `held_only` the compiled model is not held there)."""
+        msg = {
+            "op": "time",
+            "model": self.seed,
+            "kind": kind,
+            "policy": policy_fields(policy),
+            "seed": seed,
+            "mode": mode,
+            "probe_seeds": probe_seeds or [],
+            "held_only": held_only,
+        }
+        timeout = self.process.limits.load_timeout_s * SLOW_CALL_FACTOR + 4 * policy.budget_s
+        reply = self.process.request(msg, timeout)
+        return checked_stats(reply.get("stats"))
+
+    def time_graph(self, inputs: list[Any]) -> TimingStats | None:
+        return checked_stats(self._on(inputs, {"op": "time_graph"}, 0)["stats"])
+
+    def load_message(self, tf32: bool) -> dict[str, Any]:
+        return load_message(self.init_inputs, self.state_dict, tf32)
+
+    def release(self) -> None:
+        with contextlib.suppress(ReferenceFailed):
+            self.process.request({"op": "release", "model": self.seed})
+
+    def _on(
+        self, inputs: list[Any], msg: dict[str, Any], reply_bytes: int, timeout_s: float = 0.0
+    ) -> dict[str, Any]:
+        msg = {**msg, "model": self.seed}
+        seed = getattr(inputs, "seed", None)
+        if seed is not None:
+            reply = self.process.request({**msg, "seed": seed}, timeout_s, reply_bytes)
+            if reply["ok"]:
+                return reply
+        return self.process.request({**msg, "inputs": list(inputs)}, timeout_s, reply_bytes)
+
+
+class TaskProcesses:
+    """The task processes of one judge, by task content; thread-safe. At most `kept` are kept beyond
+    those in use."""
+
+    def __init__(self, launcher: RunnerLauncher, kept: int = KEPT_PROCESSES) -> None:
+        self.launcher = launcher
+        self.kept = kept
+        self._processes: OrderedDict[str, TaskProcess] = OrderedDict()  # least recently used first
+        self._lock = threading.Lock()
+        self._starting: dict[str, threading.Lock] = {}
+
+    @contextlib.contextmanager
+    def using(self, spec: TaskSpec) -> Iterator[TaskProcess]:
+        """The task's process for one evaluation, started (the task imported and checked there) if none
+        is alive; InvalidTask for a task that does not load, ReferenceFailed for one whose code hangs or
+        kills its process."""
+        process = self._acquire(spec)
+        try:
+            yield process
+        finally:
+            process.let_go()
+            self._trim()
+
+    def _acquire(self, spec: TaskSpec) -> TaskProcess:
+        with self._lock:
+            starting = self._starting.setdefault(spec.id, threading.Lock())
+        with starting:  # two evaluations of a new task start one process
+            with self._lock:
+                found = self._processes.get(spec.id)
+                if found is not None and not found.failed and found.handle.proc.is_alive():
+                    self._processes.move_to_end(spec.id)
+                    found.hold()
+                    return found
+            process = self.start(spec)
+            process.hold()
+            with self._lock:
+                old = self._processes.pop(spec.id, None)
+                self._processes[spec.id] = process
+        if old is not None and old.users == 0:
+            old.close()
+        self._trim()
+        return process
+
+    def _trim(self) -> None:
+        """Close the least recently used processes no evaluation is using, down to `kept`."""
+        with self._lock:
+            idle = [k for k, p in self._processes.items() if p.users == 0]
+            closing = [self._processes.pop(k) for k in idle[: max(0, len(self._processes) - self.kept)]]
+        for p in closing:
+            p.close()
+
+    def start(self, spec: TaskSpec) -> TaskProcess:
+        """A process of its own for `spec`, the task imported and its inputs checked there."""
+        process = TaskProcess(self.launcher.start_reference(), spec, self.launcher)
+        try:
+            process.handle.wait_ready(self.launcher.limits.load_timeout_s)
+            msg = {"op": "task", "task": spec.model_dump_json()}
+            process.request(msg, self.launcher.limits.load_timeout_s)
+        except (RunnerDied, RunnerTimeout, BadMessage) as e:
+            process.close()
+            raise ReferenceFailed(f"the task's process did not start: {e}") from None
+        except BaseException:
+            process.close()
+            raise
+        return process
+
+    def profile(self, spec: TaskSpec, compile_baseline: bool) -> ReferenceProfile:
+        """The reference profile, made in a process of its own (profiling leaves torch.compile's state
+        behind); a failure is ReferenceFailed or InvalidTask."""
+        process = TaskProcess(self.launcher.start_reference(), spec, self.launcher)
+        try:
+            msg = {"op": "profile", "task": spec.model_dump_json(), "compile_baseline": compile_baseline}
+            reply = process.request(msg, self.launcher.limits.load_timeout_s * SLOW_CALL_FACTOR)
+            return ReferenceProfile.model_validate_json(reply["profile"])
+        finally:
+            process.close()
+
+    def vet(
+        self, spec: TaskSpec, policy: VetPolicy, device_class: str, device_name: str, cache: BaselineCache
+    ) -> VetRecord:
+        """pools.vet in a process of its own; what it measured is stored under the keys this side computes
+        for the task, never under keys the task's process names."""
+        keys = baseline_keys(
+            spec, device_name, torch.__version__, policy.timing_budget_s, policy.target_rel_ci
+        )
+        wanted = {keys.eager, keys.compiled}
+        cached = {k: s.model_dump() for k in wanted if (s := cache.get(k)) is not None}
+        process = TaskProcess(self.launcher.start_reference(), spec, self.launcher)
+        try:
+            msg = {
+                "op": "vet",
+                "task": spec.model_dump_json(),
+                "policy": policy.model_dump_json(),
+                "device_class": device_class,
+                "cached": cached,
+            }
+            timeout = self.launcher.limits.load_timeout_s * SLOW_CALL_FACTOR + 8 * policy.timing_budget_s
+            reply = process.request(msg, timeout)
+        finally:
+            process.close()
+        record = VetRecord.model_validate_json(reply["record"])
+        for key, stats in dict(reply.get("measured", {})).items():
+            if key in wanted and (checked := checked_stats(stats)) is not None:
+                cache.put(key, checked)
+        return record.model_copy(update={"task_id": spec.id, "device_class": device_class})
+
+    def close(self) -> None:
+        with self._lock:
+            processes, self._processes = list(self._processes.values()), OrderedDict()
+        for p in processes:
+            p.close()
+
+
+def load_message(init_inputs: list[Any], state_dict: dict[str, torch.Tensor], tf32: bool) -> dict[str, Any]:
+    """What a candidate's runner is loaded with: the task's init inputs and the reference's weights."""
+    state = {k: v.detach().cpu() for k, v in state_dict.items()}
+    return {"op": "load", "init_inputs": init_inputs, "state_dict": state, "tf32": tf32}
+
+
+def checked_stats(raw: Any) -> TimingStats | None:
+    """Timing statistics from the task's process, refused unless every figure is finite and the median
+    positive (a NaN would reach a result document and every reward computed from it)."""
+    if raw is None:
+        return None
+    try:
+        stats = TimingStats.model_validate(raw)
+    except ValueError as e:
+        raise ReferenceFailed(
+            f"the task's process sent timing statistics that do not validate: {e}"
+        ) from None
+    figures = [stats.median_ms, stats.mean_ms, stats.iqr_ms, stats.min_ms, stats.max_ms]
+    figures += [stats.ci95_low_ms, stats.ci95_high_ms, stats.rel_ci_halfwidth]
+    if not all(math.isfinite(f) for f in figures) or stats.median_ms <= 0 or stats.n <= 0:
+        raise ReferenceFailed(f"the task's process sent timing statistics that are not finite: {stats}")
+    return stats
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:2000]
