@@ -75,8 +75,8 @@ class Settings(BaseSettings):
     task_authors: list[str] | None = Field(
         None,
         description="tenants that may register tasks or send inline ones; unset: every tenant. A task's code "
-        "runs in the device worker's judge (docs/security.md), so a fleet whose tenants are not trusted "
-        "like the operator names none here and serves shared tasks only",
+        "runs isolated like a candidate's (docs/security.md); this narrows who may spend device time on "
+        "task code at all, for an operator who serves shared tasks only",
     )
     rate_limit_per_s: float = Field(50.0, ge=0, description="requests per second per API key; 0 = off")
     rate_burst: int = Field(200, ge=1, description="token-bucket size of the per-key rate limit")

@@ -77,8 +77,9 @@ def referenced_tasks(requests: list[EvaluationRequest]) -> list[str]:
 def refuse_task_code(
     principal: Principal, authors: list[str] | None, requests: list[EvaluationRequest]
 ) -> None:
-    """A task is code the judge runs: from a tenant the operator does not let author tasks (`task_authors`),
-    a registration or an inline task is refused before anything is stored."""
+    """A task is code the service runs (isolated, in a process of its own): from a tenant the operator does
+    not let author tasks (`task_authors`), a registration or an inline task is refused before anything is
+    stored."""
     if any(r.task is not None for r in requests):
         require_task_author(principal, authors)
 

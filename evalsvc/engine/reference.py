@@ -10,6 +10,7 @@ filter refuses setsid and setpgid), so nothing a task started runs beside anothe
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -218,6 +219,9 @@ class TaskProcesses:
         self._processes: OrderedDict[str, TaskProcess] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
         self._starting: dict[str, threading.Lock] = {}
+        # Before multiprocessing's own exit hook (atexit runs the last registered first), which would wait
+        # for a stopped process forever: its SIGTERM stays pending while it is stopped.
+        atexit.register(self.close)
 
     @contextlib.contextmanager
     def using(self, spec: TaskSpec) -> Iterator[TaskProcess]:
