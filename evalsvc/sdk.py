@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
+import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -48,7 +49,11 @@ class ApiError(RuntimeError):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long a request is retried while the service refuses it (429/5xx) or cannot be reached."""
+    """How long a request is retried while the service refuses it (429/5xx) or cannot be reached. A 429
+    says when to come back, so it is retried until `total_s` (its wait spread over up to twice the
+    server's Retry-After, so that a thousand clients told "1 s" do not all return in the same
+    millisecond: they did, and most exhausted 8 attempts against a 50/s limit); other failures at most
+    `attempts` times."""
 
     attempts: int = 8
     total_s: float = 300.0
@@ -64,13 +69,20 @@ class RetryPolicy:
         """The server's Retry-After where it gave one, else exponential backoff with jitter."""
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, ApiError) and exc.retry_after is not None:
-            return min(exc.retry_after, self.max_wait_s)
+            return min(exc.retry_after * (1 + random.random()), self.max_wait_s)
         return float(wait_exponential_jitter(initial=0.5, max=self.max_wait_s)(state))
+
+    def stop(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        told_to_wait = isinstance(exc, ApiError) and exc.status == 429
+        return stop_after_delay(self.total_s)(state) or (
+            not told_to_wait and stop_after_attempt(self.attempts)(state)
+        )
 
     def tenacity(self) -> dict[str, Any]:
         return {
             "retry": retry_if_exception(self.retryable),
-            "stop": stop_after_attempt(self.attempts) | stop_after_delay(self.total_s),
+            "stop": self.stop,
             "wait": self.wait,
             "reraise": True,
             "before_sleep": _log_retry,

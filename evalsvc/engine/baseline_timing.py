@@ -27,9 +27,9 @@ RECHECK_CAP = 0.25
 
 Quiet = Callable[[], contextlib.AbstractContextManager[None]]
 # One measurement of a baseline under a policy, made in the task's process (reference.Reference.time);
-# None when there is none (torch.compile failed, or a re-check found no compiled model held there).
+# None when there is none (torch.compile failed, or no compiled model is held there).
 Measure = Callable[[TimingPolicy], TimingStats | None]
-MeasureCompiled = Callable[[TimingPolicy, bool], TimingStats | None]  # (policy, only if already compiled)
+Compile = Callable[[], bool]  # torch.compile of the reference where it is timed: whether it compiled
 
 
 class BaselineTimer:
@@ -47,17 +47,19 @@ class BaselineTimer:
         return self._rechecked("eager", key, cached, measure, policy, timings)
 
     def compiled(
-        self, key: str, measure: MeasureCompiled, policy: TimingPolicy, timings: Timings
+        self, key: str, compile_: Compile, measure: Measure, policy: TimingPolicy, timings: Timings
     ) -> TimingStats | None:
         """A cached figure is re-checked where the task's process holds the compiled model (it measured or
         re-measured it); a figure another process measured is used as it is (compiling to check it would
-        cost seconds per task and process)."""
+        cost seconds per task and process). A compile runs outside `quiet` (it is no timing)."""
         cached = self.cache.get(key)
         timings.compiled_cached = cached is not None
         if cached is not None:
-            return self._rechecked("compiled", key, cached, lambda p: measure(p, True), policy, timings)
+            return self._rechecked("compiled", key, cached, measure, policy, timings)
+        if not compile_():
+            return None
         with self.quiet():
-            stats = measure(policy, False)
+            stats = measure(policy)
         if stats is not None:
             self.cache.put(key, stats)
         return stats

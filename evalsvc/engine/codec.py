@@ -22,6 +22,8 @@ import io
 import math
 import mmap
 import os
+import select
+import struct
 from typing import Any
 
 import torch
@@ -30,6 +32,7 @@ MARK = "__evalsvc_tensor__"
 MAX_MESSAGE_BYTES = 32 * 1024**3
 MAX_ARENA_BYTES = 8 * 1024**3
 ALIGN = 64
+FRAME_PIECE = 16 * 1024**2  # a pipe frame is read in pieces of this size
 DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
@@ -75,7 +78,9 @@ class Arena:
             fd = os.memfd_create("evalsvc-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         except (AttributeError, OSError):
             return None
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        # Sealed against shrinking, and against further seals: the other side cannot stop it growing
+        # (a task did, to force every tensor onto the pipe and then stop reading it).
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
         return cls(fd)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -175,6 +180,19 @@ def receive(
     (the runner reading the judge's messages) CPU tensors in the arena are views of it, not copies: the
     judge writes nothing there until the runner has answered, and the runner can only spoil its own
     inputs. The judge always copies what the runner wrote, which the runner could change afterwards."""
+    try:
+        return _receive(conn, map_location, timeout_s, arena, in_place)
+    except MemoryError:  # a header claiming more than this process can hold
+        raise BadMessage("a message too large to receive") from None
+
+
+def _receive(
+    conn: Any,
+    map_location: str | torch.device | None,
+    timeout_s: float | None,
+    arena: Arena | None,
+    in_place: bool,
+) -> Any:
     head = decode(conn.recv_bytes())
     budget = [MAX_MESSAGE_BYTES]
     device = torch.device(map_location) if map_location is not None else None
@@ -226,12 +244,33 @@ def _from_arena(
 def _from_pipe(conn: Any, nbytes: int, timeout_s: float | None, device: torch.device | None) -> torch.Tensor:
     if timeout_s is not None and not conn.poll(timeout_s):
         raise TimeoutError("a tensor frame did not arrive")
-    buf = bytearray(nbytes)
-    try:
-        got = conn.recv_bytes_into(buf) if nbytes else len(conn.recv_bytes(1))
-    except Exception as e:  # BufferTooShort, or the frame of another size
-        raise BadMessage(f"tensor frame does not match its header: {type(e).__name__}") from None
-    if got != nbytes:
-        raise BadMessage(f"tensor frame of {got} bytes, header says {nbytes}")
+    buf = _read_frame(conn.fileno(), nbytes, timeout_s)
     t = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
     return t.to(device) if device is not None else t
+
+
+def _read_frame(fd: int, nbytes: int, timeout_s: float | None) -> bytearray:
+    """One multiprocessing frame (a 4-byte big-endian length, or -1 and an 8-byte one, then the bytes) read
+    from the pipe in pieces, so memory follows the bytes that arrive, never what a header claims (a task
+    claimed 30 GiB and sent one byte). Its length must be the tensor header's."""
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4, timeout_s))
+    if size == -1:
+        (size,) = struct.unpack("!Q", _read_exactly(fd, 8, timeout_s))
+    if size < nbytes:  # read past, so that the pipe stays in step for whoever reads it next
+        _read_exactly(fd, size, timeout_s)
+    if size != nbytes:
+        raise BadMessage(f"tensor frame of {size} bytes, header says {nbytes}")
+    return _read_exactly(fd, size, timeout_s)
+
+
+def _read_exactly(fd: int, n: int, timeout_s: float | None) -> bytearray:
+    buf = bytearray()
+    while len(buf) < n:
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        if not ready:
+            raise TimeoutError("a tensor frame did not arrive")
+        piece = os.read(fd, min(n - len(buf), FRAME_PIECE))
+        if not piece:
+            raise EOFError("the pipe closed inside a tensor frame")
+        buf += piece
+    return buf

@@ -172,9 +172,14 @@ class Judge:
             return self.tasks.vet(task, policy, device_class, device_name(self.device), self.baselines)
 
     def profile(self, task: TaskSpec) -> ReferenceProfile:
-        """The task's reference profile, made in its own process, the device alone (it times)."""
+        """The task's reference profile, made in its own process, the device alone (it times); its roofline
+        from this worker's measured peaks."""
         with self.quiet():
-            return self.tasks.profile(task, compile_baseline=True)
+            profile = self.tasks.profile(task, compile_baseline=True)
+        meta = task.meta
+        eager_ms = profile.eager.total_us / 1e3 or None
+        roof = task_roofline(self.device, profile.work, meta.precision.value, meta.tf32, eager_ms)
+        return profile.model_copy(update={"roofline": roof})
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
@@ -660,13 +665,16 @@ class Judge:
         def eager(p: TimingPolicy) -> TimingStats | None:
             return ref.time("eager", p, rng.getrandbits(62))
 
-        def compiled(p: TimingPolicy, held_only: bool) -> TimingStats | None:
-            return ref.time("compiled", p, rng.getrandbits(62), meta.compile_mode, probe_seeds, held_only)
+        def compiled(p: TimingPolicy) -> TimingStats | None:
+            return ref.time("compiled", p, rng.getrandbits(62), meta.compile_mode)
 
         timings.eager = self.baseline_timer.eager(keys.eager, eager, policy, timings)
         if options.compile_baseline:
             timings.compile_mode = meta.compile_mode
-            timings.compiled = self.baseline_timer.compiled(keys.compiled, compiled, policy, timings)
+            compile_ = partial(ref.compile, meta.compile_mode, probe_seeds)
+            timings.compiled = self.baseline_timer.compiled(
+                keys.compiled, compile_, compiled, policy, timings
+            )
         timings.baseline_cached = timings.eager_cached and (
             timings.compiled_cached or not options.compile_baseline
         )

@@ -107,7 +107,7 @@ class RunnerHandle:
         if self.arena is not None and reply_bytes:
             self.arena.reserve(reply_bytes)
         try:
-            send(self.conn, msg, self.arena, grow=True)
+            self._send(msg, timeout_s)
             if not self.conn.poll(timeout_s):
                 self.kill()
                 raise RunnerTimeout(f"no answer within {timeout_s:.0f} s")
@@ -120,6 +120,29 @@ class RunnerHandle:
         if not isinstance(reply, dict) or "ok" not in reply:
             raise BadMessage("runner reply is not a status dict")
         return reply
+
+    def _send(self, msg: dict[str, Any], timeout_s: float) -> None:
+        """Send under the watchdog too: a process that stops reading its pipe would otherwise block the
+        judge in a send of pipe frames for ever (a task did)."""
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self.kill()
+
+        watchdog = threading.Timer(timeout_s, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            send(self.conn, msg, self.arena, grow=True)
+        except (OSError, BrokenPipeError):
+            if expired.is_set():
+                raise RunnerTimeout(f"it did not read the request within {timeout_s:.0f} s") from None
+            raise
+        finally:
+            watchdog.cancel()
+        if expired.is_set():
+            raise RunnerTimeout(f"it did not read the request within {timeout_s:.0f} s")
 
     def _death_note(self) -> str:
         self.proc.join(timeout=5)
@@ -197,7 +220,7 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
     until none runs: a stopped process cannot fork, so a fork bomb cannot refill the process slots the kill
     frees. Returns how many were killed."""
     for _ in range(rounds):
-        running = [pid for pid, state in _processes_of(uid) if state not in ("T", "Z")]
+        running = [pid for pid, state in processes_of(uid) if state not in ("T", "Z")]
         for pid in running:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGSTOP)
@@ -205,7 +228,7 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
             break
     killed = 0
     for _ in range(rounds):
-        found = [pid for pid, state in _processes_of(uid) if state != "Z"]  # a zombie is init's to reap
+        found = [pid for pid, state in processes_of(uid) if state != "Z"]  # a zombie is init's to reap
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -217,7 +240,7 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
     return killed
 
 
-def _processes_of(uid: int) -> list[tuple[int, str]]:
+def processes_of(uid: int) -> list[tuple[int, str]]:
     """(pid, scheduler state letter) of every process whose real uid is `uid`."""
     found = []
     for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import math
 import os
 import signal
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+from pydantic import BaseModel
 
 from evalsvc.core.pools import VetPolicy, VetRecord
 from evalsvc.core.profiles import ReferenceProfile, TaskWork
@@ -28,14 +31,22 @@ from evalsvc.core.results import TimingStats
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
-from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
+from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout, processes_of
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.reference_host import policy_fields
 from evalsvc.engine.timing import TimingPolicy
 
+M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("evalsvc.reference")
+
 # Task processes kept per judge: the tasks judged last (a GPU worker's evaluations in flight are mostly of
 # a few tasks; each process holds a CUDA context and its models).
 KEPT_PROCESSES = 2
+# A kept process no evaluation uses is closed, not kept, when it holds more than this on the host (its
+# processes' resident memory, memory files, scratch files: a task held 960 MiB of memfds and 1 GiB of
+# scratch files past the limits per process and per file, red team 12-05), or has been idle this long.
+KEPT_FOOTPRINT_BYTES = 4 * 1024**3
+KEPT_IDLE_S = 300.0
 # torch.compile of a reference takes seconds to minutes (Inductor's C++ or Triton builds): its call gets
 # this many times the load timeout; vetting (several compiles and timings) the same.
 SLOW_CALL_FACTOR = 3
@@ -63,6 +74,7 @@ class TaskProcess:
         self.failed = False
         self.users = 0  # evaluations using it now
         self.stopped = False
+        self.idle_since = time.monotonic()
         self._lock = threading.Lock()
 
     def hold(self) -> None:
@@ -74,12 +86,18 @@ class TaskProcess:
                 self.stopped = False
 
     def let_go(self) -> None:
-        """One evaluation less; with none left, stopped until the next."""
+        """One evaluation less; with none left, stopped until the next, or given up (`failed`, closed by
+        `TaskProcesses`) when it holds too much to keep."""
         with self._lock:
             self.users -= 1
             if self.users == 0 and not self.failed and not self.handle.closed:
                 self._signal(signal.SIGSTOP)
                 self.stopped = True
+                self.idle_since = time.monotonic()
+                held = footprint(self.handle)
+                if held > KEPT_FOOTPRINT_BYTES:
+                    log.warning("task process of %s holds %d MiB: not kept", self.spec.id, held >> 20)
+                    self.failed = True
 
     def _signal(self, sig: int) -> None:
         pid = self.handle.proc.pid
@@ -130,12 +148,21 @@ class Reference:
         self.spec = process.spec
         self.seed = seed
         reply = process.request({"op": "model", "model": seed}, process.limits.load_timeout_s)
-        self.state_dict: dict[str, torch.Tensor] = {k: v.cpu() for k, v in reply["state_dict"].items()}
-        self.init_inputs: list[Any] = list(reply["init_inputs"])
+        state, init = reply.get("state_dict"), reply.get("init_inputs")
+        if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+        ):
+            raise ReferenceFailed("the task's process sent a state_dict that is not names and tensors")
+        if not isinstance(init, list | tuple):
+            raise ReferenceFailed("the task's get_init_inputs did not give a list")
+        self.state_dict: dict[str, torch.Tensor] = {k: v.cpu() for k, v in state.items()}
+        self.init_inputs: list[Any] = list(init)
 
     def inputs(self, seed: int) -> InputSet:
         p = self.process
         reply = p.request({"op": "inputs", "seed": seed}, reply_bytes=2 * p.set_bytes)
+        if not isinstance(reply.get("inputs"), list | tuple):
+            raise ReferenceFailed("the task's process sent inputs that are not a list")
         made = InputSet(reply["inputs"])
         made.seed = seed
         p.set_bytes = max(p.set_bytes, nbytes(made))
@@ -144,6 +171,8 @@ class Reference:
     def forward(self, inputs: list[Any]) -> Any:
         """The reference's output on `inputs` (named by seed where the task's process still holds them)."""
         reply = self._on(inputs, {"op": "forward"}, nbytes(inputs))
+        if "output" not in reply:
+            raise ReferenceFailed("the task's process sent no output")
         return reply["output"]
 
     def arithmetic(
@@ -160,7 +189,7 @@ class Reference:
         return _text(reply.get("found")), _text(reply.get("unchecked"))
 
     def work(self, inputs: list[Any]) -> TaskWork:
-        return TaskWork.model_validate(self._on(inputs, {"op": "work"}, 0)["work"])
+        return validated(TaskWork, self._on(inputs, {"op": "work"}, 0).get("work"))
 
     def time(
         self,
@@ -183,12 +212,19 @@ class Reference:
             "probe_seeds": probe_seeds or [],
             "held_only": held_only,
         }
-        timeout = self.process.limits.load_timeout_s * SLOW_CALL_FACTOR + 4 * policy.budget_s
-        reply = self.process.request(msg, timeout)
+        # The device is held alone meanwhile: a call's watchdog plus the policy's budget, as a candidate's.
+        reply = self.process.request(msg, self.process.limits.call_timeout_s + 4 * policy.budget_s)
         return checked_stats(reply.get("stats"))
 
+    def compile(self, mode: str, probe_seeds: list[int]) -> bool:
+        """torch.compile of this evaluation's model in the task's process, compiled by a first call on a
+        probe set and held there for the timing (False: it does not compile, no compiled baseline)."""
+        msg = {"op": "compile", "model": self.seed, "mode": mode, "probe_seeds": probe_seeds}
+        reply = self.process.request(msg, self.process.limits.load_timeout_s * SLOW_CALL_FACTOR)
+        return reply.get("compiled") is True
+
     def time_graph(self, inputs: list[Any]) -> TimingStats | None:
-        return checked_stats(self._on(inputs, {"op": "time_graph"}, 0)["stats"])
+        return checked_stats(self._on(inputs, {"op": "time_graph"}, 0).get("stats"))
 
     def load_message(self, tf32: bool) -> dict[str, Any]:
         return load_message(self.init_inputs, self.state_dict, tf32)
@@ -256,10 +292,19 @@ class TaskProcesses:
         return process
 
     def _trim(self) -> None:
-        """Close the least recently used processes no evaluation is using, down to `kept`."""
+        """Close the processes no evaluation is using that failed, held too much or idled too long, and the
+        least recently used others, down to `kept`."""
+        now = time.monotonic()
         with self._lock:
             idle = [k for k, p in self._processes.items() if p.users == 0]
-            closing = [self._processes.pop(k) for k in idle[: max(0, len(self._processes) - self.kept)]]
+            spent = [
+                k
+                for k in idle
+                if self._processes[k].failed or now - self._processes[k].idle_since > KEPT_IDLE_S
+            ]
+            closing = [self._processes.pop(k) for k in spent]
+            idle = [k for k in idle if k not in spent]
+            closing += [self._processes.pop(k) for k in idle[: max(0, len(self._processes) - self.kept)]]
         for p in closing:
             p.close()
 
@@ -285,9 +330,10 @@ class TaskProcesses:
         try:
             msg = {"op": "profile", "task": spec.model_dump_json(), "compile_baseline": compile_baseline}
             reply = process.request(msg, self.launcher.limits.load_timeout_s * SLOW_CALL_FACTOR)
-            return ReferenceProfile.model_validate_json(reply["profile"])
         finally:
             process.close()
+        profile = validated(ReferenceProfile, reply.get("profile"))
+        return profile.model_copy(update={"task_id": spec.id})
 
     def vet(
         self, spec: TaskSpec, policy: VetPolicy, device_class: str, device_name: str, cache: BaselineCache
@@ -312,11 +358,13 @@ class TaskProcesses:
             reply = process.request(msg, timeout)
         finally:
             process.close()
-        record = VetRecord.model_validate_json(reply["record"])
-        for key, stats in dict(reply.get("measured", {})).items():
+        record = validated(VetRecord, reply.get("record"))
+        measured = reply.get("measured")
+        for key, stats in measured.items() if isinstance(measured, dict) else []:
             if key in wanted and (checked := checked_stats(stats)) is not None:
                 cache.put(key, checked)
-        return record.model_copy(update={"task_id": spec.id, "device_class": device_class})
+        trusted = {"task_id": spec.id, "device_class": device_class, "device_name": device_name}
+        return record.model_copy(update={**trusted, "torch_version": torch.__version__})
 
     def close(self) -> None:
         with self._lock:
@@ -325,10 +373,57 @@ class TaskProcesses:
             p.close()
 
 
+def validated(model: type[M], raw: Any) -> M:
+    """A document from the task's process (JSON text or a dict): valid, and every number in it finite (a
+    NaN or infinity is stored as null and breaks every later read of the record, and every listing that
+    holds it)."""
+    try:
+        doc = model.model_validate_json(raw) if isinstance(raw, str | bytes) else model.model_validate(raw)
+    except ValueError as e:
+        why = f"the task's process sent a {model.__name__} that does not validate: {e}"
+        raise ReferenceFailed(why[:1000]) from None
+    if not _finite(doc.model_dump()):
+        raise ReferenceFailed(f"the task's process sent a {model.__name__} with a number that is not finite")
+    return doc
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(v) for v in value)
+    return True
+
+
 def load_message(init_inputs: list[Any], state_dict: dict[str, torch.Tensor], tf32: bool) -> dict[str, Any]:
     """What a candidate's runner is loaded with: the task's init inputs and the reference's weights."""
     state = {k: v.detach().cpu() for k, v in state_dict.items()}
     return {"op": "load", "init_inputs": init_inputs, "state_dict": state, "tf32": tf32}
+
+
+def footprint(handle: RunnerHandle) -> int:
+    """Bytes a task's process holds on the host: resident memory and memory files (memfds, but the shared
+    arena) of every process of its uid (of the process alone where it has no uid of its own), and the
+    files in its scratch directory."""
+    pids = [pid for pid, _ in processes_of(handle.uid)] if handle.isolated else [handle.proc.pid or -1]
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/{pid}/status") as f:
+                rss = next((line.split()[1] for line in f if line.startswith("VmRSS:")), "0")
+            total += int(rss) * 1024
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("/memfd:") and not target.startswith("/memfd:evalsvc-arena"):
+                        total += os.stat(f"/proc/{pid}/fd/{fd}").st_size
+    for root, _, files in os.walk(handle.scratch):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total
 
 
 def checked_stats(raw: Any) -> TimingStats | None:

@@ -21,7 +21,11 @@ from evalsvc.engine.taskload import load_task
 SEED = 1234
 
 
-def profile_reference(spec: TaskSpec, device: str, compile_baseline: bool = True) -> ReferenceProfile:
+def profile_reference(
+    spec: TaskSpec, device: str, compile_baseline: bool = True, roofline: bool = True
+) -> ReferenceProfile:
+    """With `roofline` False the profile has none: the worker adds it from its own measured peaks
+    (measuring them takes seconds and memory a task's process should not spend)."""
     dev = torch.device(device)
     meta = spec.meta
     torch.backends.cuda.matmul.allow_tf32 = meta.tf32
@@ -49,9 +53,9 @@ def profile_reference(spec: TaskSpec, device: str, compile_baseline: bool = True
         compiled=compiled,
         compile_mode=meta.compile_mode if compile_baseline else None,
         work=work,
-        roofline=task_roofline(
-            dev, work, meta.precision.value, meta.tf32, eager_trace.total_us / 1e3 or None
-        ),
+        roofline=task_roofline(dev, work, meta.precision.value, meta.tf32, eager_trace.total_us / 1e3 or None)
+        if roofline
+        else None,
         notes=notes,
     )
 

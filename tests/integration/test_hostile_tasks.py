@@ -21,8 +21,10 @@ import pytest
 
 from evalsvc.cli_files import read_solution, read_task
 from evalsvc.core.options import EvalOptions
+from evalsvc.core.pools import VetPolicy
 from evalsvc.core.results import FailureKind, Status
 from evalsvc.engine.launcher import RunnerLimits
+from evalsvc.engine.reference import ReferenceFailed
 from evalsvc.settings import Settings
 from tests.corpus.reader import header
 from tests.integration.test_hostile import Listener, _orphans
@@ -90,6 +92,13 @@ def _states(uid: int) -> list[str]:
 def test_hostile_task(pipeline, planted: str, listener: Listener, path: Path) -> None:  # type: ignore[no-untyped-def]
     meta = header(path)
     task = read_task(path)
+    judge = pipeline.evaluator.judge
+    if meta.get("path") in ("vet", "profile"):  # what the task's process answers there is checked too
+        with pytest.raises(ReferenceFailed, match="not finite") as refused:
+            judge.vet(task, VetPolicy(), "cpu") if meta["path"] == "vet" else judge.profile(task)
+        assert planted not in str(refused.value)
+        _follow_up(pipeline)
+        return
     candidate = read_solution(WRONG if meta["candidate"] == "wrong" else HONEST)
     result = pipeline.evaluate(task, candidate, OPTS)
     message = result.message or ""
@@ -102,12 +111,19 @@ def test_hostile_task(pipeline, planted: str, listener: Listener, path: Path) ->
     assert planted not in result.model_dump_json()
     assert listener.received == []
     assert _orphans() == []  # nothing the task started outlives its process
+    if meta.get("kept") == "closed":  # holding too much to be kept for the next evaluation
+        assert task.id not in judge.tasks._processes
     if meta.get("kept") == "stopped":  # kept for the next evaluation of the task, and stopped meanwhile
-        process = pipeline.evaluator.judge.tasks._processes[task.id]
+        process = judge.tasks._processes[task.id]
         deadline = time.monotonic() + 10  # a stop signal lands when each process next enters the kernel
         while set(states := _states(process.handle.uid)) != {"T"} and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(states) >= 2 and set(states) == {"T"}, states  # the task's process and its child
+    _follow_up(pipeline)
+
+
+def _follow_up(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """The same worker goes on judging: the ordinary task's honest candidate ok, a wrong one incorrect."""
     plain = read_task(PLAIN_TASK)
     honest = pipeline.evaluate(plain, read_solution(HONEST), OPTS)
     assert honest.status is Status.OK, honest.message

@@ -113,12 +113,19 @@ def test_the_other_side_cannot_shrink_the_arena(arena: Arena) -> None:
     assert os.fstat(arena.fd).st_size == 1 << 20
 
 
-def test_an_arena_sealed_by_the_other_side_leaves_messages_on_the_pipe(arena: Arena) -> None:
-    """A runner can seal the memfd against growth or writes; the judge then frames tensors on the pipe."""
+def test_the_other_side_cannot_seal_the_arena(arena: Arena) -> None:
+    """A task sealed the memfd against growth, so that every tensor went over the pipe, then stopped reading
+    it (red team 12-05): the arena is sealed against further seals when it is made."""
     import fcntl
 
-    fcntl.fcntl(arena.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    theirs = os.open(f"/proc/self/fd/{arena.fd}", os.O_RDWR)
+    try:
+        for seal in (fcntl.F_SEAL_GROW, fcntl.F_SEAL_WRITE):
+            with pytest.raises(PermissionError):
+                fcntl.fcntl(theirs, fcntl.F_ADD_SEALS, seal)
+    finally:
+        os.close(theirs)
     a, b = mp.Pipe(duplex=True)
     send(a, {"x": torch.arange(1000.0)}, arena, grow=True)
-    assert os.fstat(arena.fd).st_size == 0
+    assert os.fstat(arena.fd).st_size > 0
     assert torch.equal(receive(b, arena=arena)["x"], torch.arange(1000.0))
