@@ -29,8 +29,8 @@ from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout
 from evalsvc.engine.profiling import nbytes
-from evalsvc.engine.reference_host import policy_fields
 from evalsvc.engine.timing import TimingPolicy
+from evalsvc.sandboxed.reference_host import policy_fields
 
 # Task processes kept per judge: the tasks judged last (a GPU worker's evaluations in flight are mostly of
 # a few tasks; each process holds a CUDA context and its models).
