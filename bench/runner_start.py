@@ -25,8 +25,8 @@ from typing import Any
 
 from bench.report import write_report
 from evalsvc.engine.launcher import PRELOAD
-from evalsvc.engine.runner import RunnerSetup, _isolate
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid
+from evalsvc.sandboxed.runner import RunnerSetup, _isolate
 
 STEPS = ["isolate", "set_device", "context (first tensor)", "first kernels + sync", "import cpp_extension"]
 

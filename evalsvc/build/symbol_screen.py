@@ -64,7 +64,7 @@ MAX_DEMANGLE_OUTPUT = 64 << 20
 MAX_FINDINGS_PER_OBJECT = 50
 DEMANGLE_TIMEOUT_S = 30.0
 
-# The `at::_ops` structs of the operators `evalsvc.engine.runtime_checks.ALLOWED_OPS` allows (allocation,
+# The `at::_ops` structs of the operators `evalsvc.sandboxed.runtime_checks.ALLOWED_OPS` allows (allocation,
 # views, layout copies, metadata): `<packet>` for the default overload, `<packet>_<overload>` otherwise.
 # Derived from torch's operator registry (only operators the dispatcher knows have structs); the unit
 # test regenerates it from the installed torch and fails when they differ.

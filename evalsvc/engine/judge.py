@@ -64,9 +64,9 @@ from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, Ru
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.reference import Reference, ReferenceFailed, TaskProcesses
-from evalsvc.engine.runner import cpu_device_threads, keep_freed_memory
 from evalsvc.engine.taskload import input_digest, quality_warnings
 from evalsvc.engine.timing import TimingPolicy, method_name
+from evalsvc.sandboxed.runner import cpu_device_threads, keep_freed_memory
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
-from evalsvc.engine.runner import READY, RunnerSetup, runner_main
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
 from evalsvc.sandbox.template_env import use_clean_template
+from evalsvc.sandboxed.runner import READY, RunnerSetup, runner_main
 
 log = logging.getLogger("evalsvc.launcher")
 
@@ -35,7 +35,7 @@ PRELOAD = [
     "torch._dynamo",
     "setuptools",
     "evalsvc.build.inline",
-    "evalsvc.engine.runner",
+    "evalsvc.sandboxed.runner",
 ]
 
 

@@ -1,7 +1,7 @@
 """Nsight Compute on a candidate: a fixed, small metric set for its first kernels, as an optional step.
 
 ncu must start the profiled process itself, so this is not the runner: the judge writes the load message
-and one input set into a fresh scratch directory and runs `ncu ... python -m evalsvc.engine.ncu_target`
+and one input set into a fresh scratch directory and runs `ncu ... python -m evalsvc.sandboxed.ncu_target`
 on it with a wall-clock limit. The target drops to the sandbox uid with the runner's rlimits but keeps
 its network and mount namespaces (ncu's injected library talks to the ncu process), which is why the step
 is off unless `EVALSVC_PROFILE_NCU` is set. Every number it yields is display-only.
@@ -119,7 +119,7 @@ class NcuProbe:
 
 def target_command(work: Path) -> list[str]:
     """The process ncu starts (and a test can start without ncu)."""
-    return [sys.executable, "-m", "evalsvc.engine.ncu_target", str(work)]
+    return [sys.executable, "-m", "evalsvc.sandboxed.ncu_target", str(work)]
 
 
 def _ncu_error(text: str, code: int | None) -> str:

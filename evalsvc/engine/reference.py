@@ -33,8 +33,8 @@ from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout, processes_of
 from evalsvc.engine.profiling import nbytes
-from evalsvc.engine.reference_host import policy_fields
 from evalsvc.engine.timing import TimingPolicy
+from evalsvc.sandboxed.reference_host import policy_fields
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("evalsvc.reference")

@@ -106,7 +106,7 @@ def test_torch_dynamo_imports_as_the_sandbox_uid() -> None:
     import subprocess
     import sys
 
-    from evalsvc.engine.runner import runner_environment
+    from evalsvc.sandboxed.runner import runner_environment
 
     workdir = Path(tempfile.mkdtemp(prefix="evalsvc-dynamo-", dir="/var/tmp"))
     os.chown(workdir, 65532, 65532)
@@ -226,7 +226,7 @@ def runner_probe(fd: str, scratch: str, data: str, planted: str) -> None:
 
         for name in PRELOAD:
             importlib.import_module(name)
-        from evalsvc.engine.runner import RunnerSetup, _isolate
+        from evalsvc.sandboxed.runner import RunnerSetup, _isolate
 
         setup = RunnerSetup(
             scratch=scratch, device="cpu", isolate=True, memory_bytes=8 << 30, uid=PROBE_UID, cover=data

@@ -212,8 +212,8 @@ def runner_filter_probe(fd: str, scratch: str, data: str, other: str, omp_librar
 
         for name in PRELOAD:
             importlib.import_module(name)
-        from evalsvc.engine.runner import RunnerSetup, _isolate
         from evalsvc.sandbox.seccomp import install_runner_filter
+        from evalsvc.sandboxed.runner import RunnerSetup, _isolate
 
         setup = RunnerSetup(
             scratch=scratch, device="cpu", isolate=True, memory_bytes=8 << 30, uid=PROBE_UID, cover=data

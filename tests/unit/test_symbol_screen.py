@@ -424,7 +424,7 @@ def test_allowed_op_structs_match_the_installed_torch() -> None:
     operators that the dispatcher knows, named as torchgen names `at::_ops` structs."""
     import torch
 
-    from evalsvc.engine.runtime_checks import ALLOWED_OPS
+    from evalsvc.sandboxed.runtime_checks import ALLOWED_OPS
 
     derived = set()
     for schema in torch._C._jit_get_all_schemas():

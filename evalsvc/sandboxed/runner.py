@@ -25,8 +25,6 @@ from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
-from evalsvc.engine.reference_host import ReferenceServer
-from evalsvc.engine.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
 from evalsvc.engine.timing import RoundTimer, measure_graph
 from evalsvc.sandbox.isolation import (
@@ -36,6 +34,8 @@ from evalsvc.sandbox.isolation import (
     unshare_network,
 )
 from evalsvc.sandbox.seccomp import REFERENCE_RULES, install_runner_filter
+from evalsvc.sandboxed.reference_host import ReferenceServer
+from evalsvc.sandboxed.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
 
 READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
 

@@ -21,8 +21,8 @@ def _ncu_variables() -> dict[str, str]:
 
 
 def _confine(workdir: Path, isolate: bool, memory_bytes: int, uid: int) -> None:
-    from evalsvc.engine.runner import runner_environment
     from evalsvc.sandbox.isolation import die_with_parent, drop_privileges
+    from evalsvc.sandboxed.runner import runner_environment
 
     die_with_parent()
     # ncu's report is this process's stdout: the candidate writes to a log instead, so it cannot forge rows
@@ -57,7 +57,7 @@ def main(workdir: Path) -> None:
         torch.cuda.set_device(device)
         torch.empty(1, device=device)  # a context (ncu attaches) without a kernel launch
     _confine(workdir, bool(job["isolate"]), int(job["memory_bytes"]), int(job["uid"]))
-    from evalsvc.engine.runner import Candidate
+    from evalsvc.sandboxed.runner import Candidate
 
     torch.backends.cuda.matmul.allow_tf32 = bool(job.get("tf32", False))
     inputs = [a.to(device) if isinstance(a, torch.Tensor) else a for a in job["inputs"]]
