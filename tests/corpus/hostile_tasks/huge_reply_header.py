@@ -10,7 +10,7 @@
 import torch
 import torch.nn as nn
 
-import evalsvc.engine.reference_host as _rh
+import evalsvc.sandboxed.reference_host as _rh
 
 HUGE = 30 * 1024**3
 

