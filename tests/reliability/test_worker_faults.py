@@ -132,21 +132,48 @@ def test_worker_killed_mid_evaluation_finishes_the_job_once(stack: LiveStack, ta
     assert 1 <= view["attempts"] <= MAX_ATTEMPTS  # the device stage's, restarted by each routing
 
 
+class WorkerKiller(threading.Thread):
+    """Kills the device worker whenever it begins `job_id` (each new device delivery): a job whose
+    evaluation takes its worker down every time, as the kernel's OOM killer would. Nothing a tenant sends
+    can do that any more (the task and the candidate run in processes of their own)."""
+
+    def __init__(self, stack: LiveStack, name: str, job_id: str) -> None:
+        super().__init__(daemon=True)
+        self.stack, self.name, self.job_id = stack, name, job_id
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        seen = 0
+        while not self.halt.wait(0.05):
+            view = httpx.get(f"{self.stack.url}/v1/evaluations/{self.job_id}", timeout=10).json()
+            begun = view["deliveries"]["evaluate"]
+            if view["state"] != "done" and begun > seen and self.stack.alive(self.name):
+                seen = begun
+                self.stack.kill(self.name, signal.SIGKILL)
+
+
 def test_job_killing_its_worker_every_time_ends_and_does_not_block(stack: LiveStack, task_id: str) -> None:
-    r = httpx.post(stack.url + "/v1/tasks", json={"source": WORKER_KILLER, "name": "killer"}, timeout=10)
-    assert r.status_code in (200, 201), r.text
-    killer = submit(stack, r.json()["id"], 2)
+    killer = submit(stack, task_id, 2)
     assert killer.status_code == 202, killer.text
     behind = submit(stack, task_id, 3)  # queued behind it on the same device worker
     assert behind.status_code == 202, behind.text
     supervisor = Supervisor(stack, "cpu-a")
+    killing = WorkerKiller(stack, "cpu-a", killer.json()["id"])
     supervisor.start()
+    killing.start()
     try:
         dead = wait_done(stack, killer.json()["id"], timeout=(MAX_ATTEMPTS + 1) * (REDELIVERY_S + 120))
+        killing.halt.set()
+        killing.join()
         fine = wait_done(stack, behind.json()["id"], timeout=240)
+        time.sleep(1)  # the supervisor's next look: a worker killed last is started again
+        stack.wait_worker("cpu-a")
     finally:
+        killing.halt.set()
         supervisor.halt.set()
+        killing.join()
         supervisor.join()
+    assert stack.alive("cpu-a")
     assert dead["status"] == "internal_error", dead
     assert dead["result"]["failure"] == "job_abandoned"
     assert dead["attempts"] == MAX_ATTEMPTS + 1
@@ -155,6 +182,26 @@ def test_job_killing_its_worker_every_time_ends_and_does_not_block(stack: LiveSt
     assert supervisor.restarts >= MAX_ATTEMPTS
     assert fine["status"] == "ok", fine
     stack.wait_worker("cpu-a")
+
+
+def test_a_task_that_kills_its_own_process_leaves_the_worker_alone(stack: LiveStack, task_id: str) -> None:
+    """The reference's forward SIGKILLs its own process: that used to be the worker's (the judge ran task
+    code), and took it down on every delivery; now it is the task's process, and the job is the task's
+    failure."""
+    stack.wait_worker("cpu-a")
+    starts = stack.procs["cpu-a"].starts
+    r = httpx.post(stack.url + "/v1/tasks", json={"source": WORKER_KILLER, "name": "killer"}, timeout=10)
+    assert r.status_code in (200, 201), r.text
+    job = submit(stack, r.json()["id"], 4)
+    assert job.status_code == 202, job.text
+    try:
+        view = wait_done(stack, job.json()["id"])
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the device worker's log: {stack.log('cpu-a', limit=6000)}") from None
+    assert view["status"] == "internal_error" and view["result"]["failure"] == "task_invalid", view
+    assert stack.alive("cpu-a") and stack.procs["cpu-a"].starts == starts
+    fine = wait_done(stack, submit(stack, task_id, 5).json()["id"])
+    assert fine["status"] == "ok", fine
 
 
 def test_worker_restarted_with_jobs_in_flight_gives_no_duplicates(stack: LiveStack, task_id: str) -> None:
@@ -191,9 +238,9 @@ def test_device_worker_away_longer_than_its_heartbeat(stack: LiveStack, task_id:
 
 
 def test_a_device_worker_stopped_gently_leaves_no_runner_behind(stack: LiveStack, task_id: str) -> None:
-    """After an evaluation the worker keeps spare runners (a process and a scratch directory each); a warm
-    shutdown (SIGTERM) closes them: exactly their directories go (runners killed by earlier tests leave
-    theirs, which is what SIGKILL does)."""
+    """After an evaluation the worker keeps spare runners and the task's process (a process and a scratch
+    directory each); a warm shutdown (SIGTERM) closes them: exactly their directories go (runners killed
+    by earlier tests leave theirs, which is what SIGKILL does)."""
     scratch = TEST_DATA / "scratch"
     r = submit(stack, task_id, 300, timing_budget_s=0.1 + secrets.randbelow(10**6) * 1e-8)  # evaluated here
     assert r.status_code == 202, r.text
@@ -203,7 +250,8 @@ def test_a_device_worker_stopped_gently_leaves_no_runner_behind(stack: LiveStack
     gone = before - set(scratch.glob("evalsvc-run-*"))
     stack.start("cpu-a")
     stack.wait_worker("cpu-a")
-    assert len(gone) == RunnerLauncher.SPARES, (before, gone)
+    # the spares, and the process of the task just judged (kept for its next evaluation)
+    assert len(gone) == RunnerLauncher.SPARES + 1, (before, gone)
 
 
 def test_no_result_was_written_twice(stack: LiveStack) -> None:

@@ -76,7 +76,7 @@ def _state_after(exc: BaseException) -> RetryCallState:
 
 def test_retry_after_is_honoured_and_capped() -> None:
     policy = RetryPolicy(max_wait_s=10)
-    assert policy.wait(_state_after(ApiError(429, {}, retry_after=3.0))) == 3.0
+    assert 3.0 <= policy.wait(_state_after(ApiError(429, {}, retry_after=3.0))) <= 6.0  # spread, 1-2x
     assert policy.wait(_state_after(ApiError(503, {}, retry_after=600.0))) == 10
     assert policy.retryable(ApiError(429, {})) and policy.retryable(httpx.ReadTimeout("slow"))
     assert not policy.retryable(ApiError(422, {}))
@@ -124,10 +124,17 @@ def test_client_retries_429_by_retry_after(refusing_server: str) -> None:
     assert view.id == "b_1" and len(_Refusing.seen) == 3
 
 
-def test_client_gives_up_after_its_attempts(refusing_server: str) -> None:
+def test_client_gives_up_on_429_when_its_time_is_spent(refusing_server: str) -> None:
+    """A 429 is retried past `attempts` (it says when to come back), but not past `total_s`."""
     with (
-        Client(refusing_server, retry=RetryPolicy(attempts=2, max_wait_s=1)) as client,
+        Client(refusing_server, retry=RetryPolicy(attempts=1, total_s=0.0, max_wait_s=1)) as client,
         pytest.raises(ApiError),
     ):
         client.batch("b_1")
-    assert len(_Refusing.seen) == 2
+    assert len(_Refusing.seen) == 1
+
+
+def test_a_429_is_retried_past_the_attempts(refusing_server: str) -> None:
+    with Client(refusing_server, retry=RetryPolicy(attempts=1, max_wait_s=1)) as client:
+        assert client.batch("b_1").id == "b_1"
+    assert len(_Refusing.seen) == 3
