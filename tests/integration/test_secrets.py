@@ -36,7 +36,7 @@ from evalsvc.sdk import Client
 from evalsvc.suite import example_pair
 from tests.conftest import TEST_DATA
 from tests.corpus.secrets import search
-from tests.corpus.secrets.battery import candidate
+from tests.corpus.secrets.battery import candidate, hunting_task
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).parents[2]
@@ -248,9 +248,11 @@ def up(tmp_path: Path, planted: Planted) -> Iterator[UpStack]:
         shutil.rmtree(tmp_path / "data", ignore_errors=True)
 
 
-def _evaluate(up: UpStack, key: str, solution_text: str | None = None) -> dict:
+def _evaluate(
+    up: UpStack, key: str, solution_text: str | None = None, task_source: str | None = None
+) -> dict:
     task, solution = example_pair("l1/relu", "cpu")
-    task = task.model_copy(update={"source": task.source.replace("ROWS = 5120", "ROWS = 64")})
+    task = task.model_copy(update={"source": task_source or task.source.replace("ROWS = 5120", "ROWS = 64")})
     if solution_text is not None:
         from evalsvc.core.solutions import Solution
 
@@ -269,6 +271,10 @@ def test_evalsvc_up_keeps_secrets_from_children_and_restarts_a_killed_worker(
     assert honest["result"]["status"] == "ok", honest
     hunter = _evaluate(up, planted.api_key, candidate("memory"))  # the static screens are on here
     assert hunter["result"]["status"] != "ok"
+    # A task is code too: its module body searches its own process's memory, in the device worker's stack.
+    task_hunter = _evaluate(up, planted.api_key, task_source=hunting_task("memory"))
+    assert task_hunter["result"]["failure"] == "task_invalid", task_hunter
+    assert "SEARCHED memory FOUND [] END" in task_hunter["result"]["message"], task_hunter
 
     children = up.children()
     assert children
@@ -280,7 +286,7 @@ def test_evalsvc_up_keeps_secrets_from_children_and_restarts_a_killed_worker(
     for pid in templates:  # every runner is forked from one: its memory is what a runner starts with
         assert _memory_canaries(pid) == set(), _cmdline(pid)
 
-    shown = json.dumps([honest, hunter])
+    shown = json.dumps([honest, hunter, task_hunter])
     metrics = [httpx.get(url, timeout=10).text for url in up.metrics_urls()]
     assert len(metrics) == 3 and all("evalsvc_" in m for m in metrics)
     assert not found_in(shown + "".join(metrics))
