@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -34,7 +35,6 @@ from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout, processes_of
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.timing import TimingPolicy
-from evalsvc.sandboxed.reference_host import policy_fields
 
 M = TypeVar("M", bound=BaseModel)
 log = logging.getLogger("evalsvc.reference")
@@ -197,20 +197,16 @@ class Reference:
         policy: TimingPolicy,
         seed: int,
         mode: str = "default",
-        probe_seeds: list[int] | None = None,
-        held_only: bool = False,
     ) -> TimingStats | None:
         """A baseline timed in the task's process on fresh inputs from `seed` (None: torch.compile could
-        not compile or run it, or with `held_only` the compiled model is not held there)."""
+        not run, or no compiled model is held there: `compile` holds one)."""
         msg = {
             "op": "time",
             "model": self.seed,
             "kind": kind,
-            "policy": policy_fields(policy),
+            "policy": dataclasses.asdict(policy),
             "seed": seed,
             "mode": mode,
-            "probe_seeds": probe_seeds or [],
-            "held_only": held_only,
         }
         # The device is held alone meanwhile: a call's watchdog plus the policy's budget, as a candidate's.
         reply = self.process.request(msg, self.process.limits.call_timeout_s + 4 * policy.budget_s)
@@ -427,20 +423,13 @@ def footprint(handle: RunnerHandle) -> int:
 
 
 def checked_stats(raw: Any) -> TimingStats | None:
-    """Timing statistics from the task's process, refused unless every figure is finite and the median
-    positive (a NaN would reach a result document and every reward computed from it)."""
+    """Timing statistics from the task's process: valid, finite (`validated`) and with a positive median
+    and count; None where it sent none."""
     if raw is None:
         return None
-    try:
-        stats = TimingStats.model_validate(raw)
-    except ValueError as e:
-        raise ReferenceFailed(
-            f"the task's process sent timing statistics that do not validate: {e}"
-        ) from None
-    figures = [stats.median_ms, stats.mean_ms, stats.iqr_ms, stats.min_ms, stats.max_ms]
-    figures += [stats.ci95_low_ms, stats.ci95_high_ms, stats.rel_ci_halfwidth]
-    if not all(math.isfinite(f) for f in figures) or stats.median_ms <= 0 or stats.n <= 0:
-        raise ReferenceFailed(f"the task's process sent timing statistics that are not finite: {stats}")
+    stats = validated(TimingStats, raw)
+    if stats.median_ms <= 0 or stats.n <= 0:
+        raise ReferenceFailed(f"the task's process sent timing statistics that are not positive: {stats}")
     return stats
 
 

@@ -10,7 +10,6 @@ judge bounds every answer (codec.py) and validates every figure before it uses o
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import traceback
 from collections import OrderedDict
@@ -221,7 +220,3 @@ class ReferenceServer:
 
 def _eager_call(model: torch.nn.Module, *inputs: Any) -> Any:
     return call_reference(model, list(inputs))
-
-
-def policy_fields(policy: TimingPolicy) -> dict[str, Any]:
-    return dataclasses.asdict(policy)
