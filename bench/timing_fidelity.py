@@ -151,6 +151,40 @@ def parse_ncu(csv_text: str) -> dict[str, float]:
     return dict(sorted(med.items(), key=lambda kv: -kv[1]))
 
 
+def _evaluations(pipe: Any, spec: TaskSpec, sol_path: Path, repeats: int) -> dict[str, Any]:
+    """`repeats` evaluations of one subject: the runner's medians, the eager reference's, and the judge's
+    own clock around each round (outside the runner: its figure per call, with the runner's own cost per
+    call that it took off), and each evaluation's wall time."""
+    from evalsvc.cli_files import read_solution
+
+    cand, eager, graph, judged, wall = [], [], [], [], []
+    for _ in range(repeats):
+        started = time.monotonic()
+        r = pipe.evaluate(spec, read_solution(sol_path), EvalOptions(compile_baseline=False))
+        wall.append(round(time.monotonic() - started, 2))
+        if r.timings.candidate is None:
+            raise RuntimeError(f"{r.status.value}: {(r.message or '')[:500]}")
+        cand.append(r.timings.candidate.median_ms)
+        if r.timings.candidate_judged:
+            judged.append(r.timings.candidate_judged.model_dump(exclude_none=True))
+        eager.append(r.timings.eager.median_ms if r.timings.eager else float("nan"))
+        if r.timings.candidate_graph:
+            graph.append(r.timings.candidate_graph.median_ms)
+    return {
+        "candidate_medians_ms": cand,
+        "eager_medians_ms": eager,
+        "candidate_median_of_medians_ms": statistics.median(cand),
+        "candidate_graph_medians_ms": graph,
+        "judged": judged,
+        "judged_per_call_ms": [j["per_call_ms"] for j in judged],
+        "judged_overhead_ms": [j["overhead_ms"] for j in judged],
+        "evaluation_wall_s": wall,
+        "candidate_spread": (max(cand) - min(cand)) / statistics.fmean(cand),
+        "eager_median_of_medians_ms": statistics.median(eager),
+        "eager_spread": (max(eager) - min(eager)) / statistics.fmean(eager),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -162,32 +196,12 @@ def main() -> int:
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
     pipe = make_local_pipeline(settings, with_pch=False)
     ext_dir = settings.data_dir / "bench-extensions"
-    opts = EvalOptions(compile_baseline=False)
     rows = []
     for name, spec, sol_path in subjects(args.only):
-        from evalsvc.cli_files import read_solution
-
         t0 = time.monotonic()
         row: dict[str, Any] = {"subject": name}
         try:
-            cand, eager, graph = [], [], []
-            for _ in range(args.repeats):
-                r = pipe.evaluate(spec, read_solution(sol_path), opts)
-                if r.timings.candidate is None:
-                    raise RuntimeError(f"{r.status.value}: {(r.message or '')[:500]}")
-                cand.append(r.timings.candidate.median_ms)
-                eager.append(r.timings.eager.median_ms if r.timings.eager else float("nan"))
-                if r.timings.candidate_graph:
-                    graph.append(r.timings.candidate_graph.median_ms)
-            row.update(
-                candidate_medians_ms=cand,
-                eager_medians_ms=eager,
-                candidate_median_of_medians_ms=statistics.median(cand),
-                candidate_graph_medians_ms=graph,
-                candidate_spread=(max(cand) - min(cand)) / statistics.fmean(cand),
-                eager_median_of_medians_ms=statistics.median(eager),
-                eager_spread=(max(eager) - min(eager)) / statistics.fmean(eager),
-            )
+            row.update(_evaluations(pipe, spec, sol_path, args.repeats))
         except Exception as e:
             row["error"] = repr(e)[:1500]
         for which in ("candidate", "eager"):
@@ -209,8 +223,9 @@ def main() -> int:
         f"# Timing fidelity ({args.device}, {args.repeats} evaluations per subject)",
         "",
         "| subject | who | median of medians ms | spread of medians | do_bench ms | vs do_bench "
-        "| ncu kernel ms | vs ncu | CUDA-graph ms (display only) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ncu kernel ms | vs ncu | CUDA-graph ms (display only) | judge's clock ms per call "
+        "(runner's own cost taken off) | evaluation wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         for who in ("candidate", "eager"):
@@ -223,10 +238,16 @@ def main() -> int:
                 f"{'—' if spread is None else f'{spread * 100:.2f}%'} | {ind.get('do_bench_ms', '—')} | "
                 f"{pct(r.get(f'{who}_vs_do_bench'))} | {ncu_ms if ncu_ms is not None else '—'} | "
                 f"{pct(r.get(f'{who}_vs_ncu_sum'))} | "
-                f"{graphs if who == 'candidate' else ''} |"
+                f"{graphs if who == 'candidate' else ''} | {_judged(r) if who == 'candidate' else ''} | "
+                f"{' / '.join(map(str, r.get('evaluation_wall_s', []))) if who == 'candidate' else ''} |"
             )
     write_report(args.out, "timing_fidelity", rows, lines)
     return 0
+
+
+def _judged(row: dict[str, Any]) -> str:
+    pairs = zip(row.get("judged_per_call_ms", []), row.get("judged_overhead_ms", []), strict=False)
+    return " / ".join(f"{f:.4f} (-{o:.4f})" for f, o in pairs)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch
 
 from evalsvc.core.results import TimingStats
 from evalsvc.core.stats import precise_enough, summarize
+from evalsvc.engine.commitment import output_tensors
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class TimingPolicy:
 class Round:
     samples_ms: list[float]  # one per call, in call order
     outputs: list[Any]  # every call's output, kept for the judge to check any of them
+    # GPU: the last call's output still changed after the current stream's work was done, i.e. work on
+    # another stream was writing it, which the events on the current stream did not time.
+    late_writes: bool = False
 
 
 @dataclass
@@ -96,12 +100,14 @@ class RoundTimer:
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
                 self.flush.fill_(float(k))
             outputs.append(self._timed_call(fn, inputs, around, marks))
-        if self.cuda:
-            torch.cuda.synchronize()
-            samples = [begin.elapsed_time(end) for begin, end in marks]
-        else:
-            samples = [(end - begin) * 1e3 for begin, end in marks]
-        return Round(samples, outputs)
+        if not self.cuda:
+            return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
+        # Taken on the current stream after the last `end`: costs the samples nothing.
+        last = [t.detach() for t in output_tensors(outputs[-1])] if outputs else []
+        snapshots = [t.clone() for t in last]
+        torch.cuda.synchronize()
+        late = any(not torch.equal(_bytes(s), _bytes(t)) for s, t in zip(snapshots, last, strict=True))
+        return Round([begin.elapsed_time(end) for begin, end in marks], outputs, late)
 
     def _timed_call(
         self,
@@ -124,6 +130,10 @@ class RoundTimer:
                 end = time.perf_counter()
         marks.append((begin, end))
         return out
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 @dataclass

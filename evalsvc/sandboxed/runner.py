@@ -370,6 +370,13 @@ class Server:
         done = self.timer.run(forward, sets, lambda: self.trace)
         if tampered := self.timer_guard.tampered():
             raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
+        if done.late_writes:
+            raise Forbidden(
+                "a timed call's output was still being written by work on another stream when the round "
+                "ended, so the events on the current stream did not time it; launch on the current stream "
+                "(torch.cuda.current_stream) or synchronize",
+                "side_stream_work",
+            )
         self._refuse_torch_compute()
         for out in done.outputs:
             check_output(out, [])
