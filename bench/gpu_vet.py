@@ -10,7 +10,11 @@ CUDA solution (evalsvc/examples/l2/gemm_bias_relu/cuda_ok.py against the builtin
 With `--bundled`, the bundled example tasks at the size this device's solutions are judged at
 (`evalsvc/examples`, `task_cuda.py` on cuda) are vetted instead (report `vet_bundled`): they must pass.
 With `--pool`, a sample of an imported pool (any format `evalsvc tasks import` reads; `--per-level` draws
-that many tasks of each KernelBench level with `--seed`) is vetted instead, and the report is `NAME.json`.
+that many tasks of each KernelBench level with `--seed`, `--sample N` draws N of the pool's tasks, e.g. of
+an Ops-6K Parquet file, with `--seed`) is vetted instead, and the report is `NAME.json`.
+
+    python -m bench.gpu_vet --device cuda --out OUTDIR --pool ops6k.parquet --sample 40 --seed 22 \
+        --name vet_ops6k
 
 No Redis needed: the vetter and the judge share one in-process baseline cache (the workers share the
 Redis one, `evalsvc.store.baselines.RedisBaselineCache`, under the same keys). torch.compile is checked
@@ -126,21 +130,25 @@ def _bundled(device: str) -> list[tuple[str, TaskSpec]]:
     return [(task_id, read_task(path)) for task_id, path in paths.items()]
 
 
-def _pool_sample(path: Path, per_level: list[str], seed: int) -> list[tuple[str, TaskSpec]]:
-    """Tasks of an imported pool; with `per_level` ("LEVEL:N"), N drawn at random from each level."""
+def _pool_sample(path: Path, per_level: list[str], seed: int, sample: int = 0) -> list[tuple[str, TaskSpec]]:
+    """Tasks of an imported pool; with `per_level` ("LEVEL:N"), N drawn at random from each level; with
+    `sample` > 0, that many drawn at random from those (in pool order); both seeded by `seed`."""
     import random
 
     from evalsvc.pools.importers import READERS, detect_format
 
     items = [c for c in READERS[detect_format(path)](path).items if c.error is None]
+    rng = random.Random(seed)
     if per_level:
-        rng = random.Random(seed)
         picked = []
         for spec in per_level:
             level, _, n = spec.partition(":")
             of_level = [c for c in items if c.tags.get("level") == level]
             picked += rng.sample(of_level, min(int(n), len(of_level)))
         items = picked
+    if sample > 0:
+        chosen = set(rng.sample(range(len(items)), min(sample, len(items))))
+        items = [c for i, c in enumerate(items) if i in chosen]
     return [(c.name, TaskSpec(source=c.source, meta=c.meta, name=c.name)) for c in items]
 
 
@@ -159,6 +167,7 @@ def main() -> int:
     ap.add_argument("--pool", type=Path, default=None, help="vet this pool, not the builtin")
     ap.add_argument("--bundled", action="store_true", help="vet the bundled example tasks, not the builtin")
     ap.add_argument("--per-level", nargs="*", default=[], help="LEVEL:N tasks drawn from each level")
+    ap.add_argument("--sample", type=int, default=0, help="N tasks drawn from the pool (e.g. Ops-6K)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="vet_report", help="report file name (without .json/.md)")
     args = ap.parse_args()
@@ -190,7 +199,7 @@ def main() -> int:
     device_class = name.replace("NVIDIA ", "").split()[0] if args.device.startswith("cuda") else "cpu"
     vetter = Vetter(args.device, device_class, baselines)
     if args.pool is not None:
-        specs = _pool_sample(args.pool, args.per_level, args.seed)
+        specs = _pool_sample(args.pool, args.per_level, args.seed, args.sample)
     elif args.bundled:
         specs = _bundled(args.device)
     else:

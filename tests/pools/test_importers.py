@@ -59,3 +59,15 @@ def test_ops6k_ops_as_json_text_and_missing_code_column(tmp_path: Path) -> None:
     pq.write_table(pa.table({"problem": ["c1"]}), bad)
     with pytest.raises(ValueError, match="no 'code' column"):
         read_ops6k(bad)
+
+
+def test_gpu_vet_draws_a_seeded_sample_of_an_ops6k_file(tmp_path: Path) -> None:
+    from bench.gpu_vet import _pool_sample
+
+    path = tmp_path / "ops6k.parquet"
+    pq.write_table(pa.table({"code": [f"x = {i}\n" for i in range(20)]}), path)
+    names = [n for n, _ in _pool_sample(path, [], seed=3, sample=5)]
+    assert names == [n for n, _ in _pool_sample(path, [], seed=3, sample=5)]  # the same draw for a seed
+    assert len(names) == 5 and names == sorted(names)  # in pool order
+    assert names != [n for n, _ in _pool_sample(path, [], seed=4, sample=5)]
+    assert len(_pool_sample(path, [], seed=3, sample=50)) == 20 == len(_pool_sample(path, [], seed=3))
