@@ -44,7 +44,7 @@ def main() -> int:
     rows = []
     for path, expect in subjects:
         pipe.compiler.screens = SCREENS[header(path).get("screens", "on")]
-        r = pipe.evaluate(task_for(path, small=False), read_solution(path), opts)
+        r = pipe.evaluate(task_for(path, args.device), read_solution(path), opts)
         rows.append(
             {
                 "submission": f"{path.parent.name}/{path.name}",

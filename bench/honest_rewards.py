@@ -60,7 +60,7 @@ def main() -> int:
     pipe = make_local_pipeline(settings)
     rows = []
     for name, task_path, sol_path in _subjects():
-        task = task_for(task_path, small=True) if task_path == sol_path else read_task(task_path)
+        task = task_for(task_path, "cpu") if task_path == sol_path else read_task(task_path)
         sol = read_solution(sol_path)
         for i in range(args.repeats):
             r = pipe.evaluate(task, sol, OPTS)

@@ -51,9 +51,7 @@ class TimingPolicy:
 class Round:
     samples_ms: list[float]  # one per call, in call order
     outputs: list[Any]  # every call's output, kept for the judge to check any of them
-    # GPU: the last call's output still changed after the current stream's work was done, i.e. work on
-    # another stream was writing it, which the events on the current stream did not time.
-    late_writes: bool = False
+    late_writes: bool = False  # GPU: a probe call's output changed after forward returned (PROBE_SHARE)
 
 
 @dataclass
@@ -92,21 +90,23 @@ class RoundTimer:
         is timed by the wall clock."""
         marks: list[tuple[Any, Any]] = []
         outputs = []
+        late = False
         for k, inputs in enumerate(sets):
+            probe = self.cuda and _PROBES.random() < PROBE_SHARE
             if self.flush is not None:
                 # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
                 # 256 MB on an H200) while the CPU records `begin` and launches the call, so the first
                 # kernel starts right after `begin` instead of after the host's launch latency (tens of
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
                 self.flush.fill_(float(k))
+            if probe:  # an idle GPU: work on another stream has no flush to hide behind
+                torch.cuda.synchronize()
             outputs.append(self._timed_call(fn, inputs, around, marks))
+            if probe:
+                late = late or _written_late(outputs[-1])
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
-        # Taken on the current stream after the last `end`: costs the samples nothing.
-        last = [t.detach() for t in output_tensors(outputs[-1])] if outputs else []
-        snapshots = [t.clone() for t in last]
         torch.cuda.synchronize()
-        late = any(not torch.equal(_bytes(s), _bytes(t)) for s, t in zip(snapshots, last, strict=True))
         return Round([begin.elapsed_time(end) for begin, end in marks], outputs, late)
 
     def _timed_call(
@@ -130,6 +130,21 @@ class RoundTimer:
                 end = time.perf_counter()
         marks.append((begin, end))
         return out
+
+
+# GPU: the share of timed calls made probes, drawn from the OS's randomness so that a candidate cannot
+# tell which: the call starts on an idle GPU and its output is snapshotted on the current stream right after
+# `end` and compared after a device-wide sync. Work left running on another stream when forward returned
+# (the events on the current stream would not time it) is still writing the output then.
+PROBE_SHARE = 0.1
+_PROBES = random.SystemRandom()
+
+
+def _written_late(out: Any) -> bool:
+    tensors = [t.detach() for t in output_tensors(out)]
+    snapshots = [t.clone() for t in tensors]
+    torch.cuda.synchronize()
+    return any(not torch.equal(_bytes(s), _bytes(t)) for s, t in zip(snapshots, tensors, strict=True))
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:

@@ -41,11 +41,14 @@ def small_task(task_id: str) -> TaskSpec:
     return read_task(small if small.is_file() else EXAMPLES / task_id / "task.py")
 
 
-def task_for(path: Path, small: bool) -> TaskSpec:
-    """The entry's task: with `small`, the CPU-sized copy under tests/corpus/tasks when there is one."""
+def task_for(path: Path, device: str) -> TaskSpec:
+    """The entry's task at the size judged on `device`: on the CPU the CPU-sized copy under tests/corpus/tasks
+    when there is one, on a GPU the example's `task_cuda.py` when there is one (the size its CUDA
+    solutions are judged at)."""
     h = header(path)
     name = h["task"]
-    candidates = [CORPUS / "tasks" / name / "task.py"] if small else []
+    gpu = device.startswith("cuda")
+    candidates = [EXAMPLES / name / "task_cuda.py"] if gpu else [CORPUS / "tasks" / name / "task.py"]
     candidates += [ROOT / name / "task.py", EXAMPLES / name / "task.py"]
     task = read_task(next(p for p in candidates if p.is_file()))
     if h.get("allow_vendor_libs") == "true":
