@@ -27,12 +27,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     ap.add_argument("--jobs", type=int, default=8)
+    ap.add_argument("--only", nargs="*", default=None, help="entries whose file name contains one of these")
+    ap.add_argument("--name", default="corpus", help="report name")
     args = ap.parse_args()
     devices = ("any", "cuda") if args.device.startswith("cuda") else ("any", "cpu")
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
     pipe = make_local_pipeline(settings, with_pch=False)
     subjects = [(p, header(p).get("expect", "ok")) for p in entries("exploits", devices)]
     subjects += [(p, "ok") for p in entries("honest", devices)]
+    subjects = [s for s in subjects if not args.only or any(word in s[0].name for word in args.only)]
     t0 = time.monotonic()
     for screens in SCREENS:  # compiles in parallel, one screen setting at a time; evaluations one at a time
         pipe.compiler.screens = SCREENS[screens]
@@ -64,7 +67,7 @@ def main() -> int:
     lines += [f"| {r['submission']} | {r['expected']} | {r['got']} | {', '.join(r['rules'])} |" for r in rows]
     wrong = [r["submission"] for r in rows if r["got"] != r["expected"]]
     lines.append(f"\n{len(rows) - len(wrong)}/{len(rows)} as expected; not as expected: {wrong}")
-    write_report(args.out, "corpus", rows, lines)
+    write_report(args.out, args.name, rows, lines)
     return 0
 
 
