@@ -35,7 +35,12 @@ from evalsvc.sandbox.isolation import (
 )
 from evalsvc.sandbox.seccomp import REFERENCE_RULES, install_runner_filter
 from evalsvc.sandboxed.reference_host import ReferenceServer
-from evalsvc.sandboxed.runtime_checks import OperatorTrace, TimerGuard, pending_side_stream_work
+from evalsvc.sandboxed.runtime_checks import (
+    OperatorTrace,
+    TimerGuard,
+    foreign_dispatch_modes,
+    pending_side_stream_work,
+)
 
 READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
 
@@ -353,6 +358,7 @@ class Server:
                 "side_stream_work",
             )
         self._refuse_torch_compute()
+        self._refuse_tampering()
         if _modified(pristine, inputs, self.device):
             raise Forbidden("the candidate modified its input tensors", "inputs_modified")
         return {"ok": True, "output": out}
@@ -365,11 +371,9 @@ class Server:
         assert self.timer is not None
         self.kept = []
         sets = msg["sets"] if "sets" in msg else (self._made(int(s)) for s in msg["seeds"])
-        if tampered := self.timer_guard.tampered():
-            raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
+        self._refuse_tampering()
         done = self.timer.run(forward, sets, lambda: self.trace)
-        if tampered := self.timer_guard.tampered():
-            raise Forbidden(f"the timing path was replaced: {', '.join(tampered)}", "timer_tampered")
+        self._refuse_tampering()
         if done.late_writes:
             raise Forbidden(
                 "a timed call's output was still being written by work on another stream when the round "
@@ -383,6 +387,16 @@ class Server:
         self.kept = done.outputs
         digests, nbytes = round_digests(done.outputs)
         return {"ok": True, "samples_ms": done.samples_ms, "digests": digests, "nbytes": nbytes}
+
+    def _refuse_tampering(self) -> None:
+        if tampered := self.timer_guard.tampered():
+            names = ", ".join(tampered[:6]) + (f" and {len(tampered) - 6} more" if len(tampered) > 6 else "")
+            raise Forbidden(f"the timing path was replaced: {names}", "timer_tampered")
+        if modes := foreign_dispatch_modes():
+            raise Forbidden(
+                f"dispatch modes left on the stack outside the runner's trace: {', '.join(modes)}",
+                "timer_tampered",
+            )
 
     def _made(self, seed: int) -> list[Any]:
         if self.task is None:

@@ -102,34 +102,51 @@ def pending_side_stream_work(outputs: list[torch.Tensor]) -> bool:
 
 
 def _timer_parts() -> dict[str, Any]:
+    """Everything the timing path reaches by name: every global of the timing and commitment modules, the
+    code of their functions and methods, the attributes of their classes (a replaced `Round` or digest
+    helper changes what a round reports as surely as a replaced `run`), and the torch entry points."""
+    import random
     import time
 
     import evalsvc.engine.commitment as commitment
     import evalsvc.engine.timing as timing
 
-    return {
-        "time.perf_counter": time.perf_counter,
-        "timing.RoundTimer.run": timing.RoundTimer.run,
-        "timing.RoundTimer._timed_call": timing.RoundTimer._timed_call,
-        "RoundTimer.run.__code__": timing.RoundTimer.run.__code__,
-        "RoundTimer._timed_call.__code__": timing.RoundTimer._timed_call.__code__,
-        "timing._written_late": timing._written_late,
-        "timing._written_late.__code__": timing._written_late.__code__,
-        "timing._PROBES": timing._PROBES,
-        "SystemRandom.random": type(timing._PROBES).random,
-        "timing._PROBES.random (own)": vars(timing._PROBES).get("random"),
-        "timing.PROBE_SHARE": timing.PROBE_SHARE,
-        "torch.equal": torch.equal,
-        "torch.Tensor.clone": torch.Tensor.clone,
-        "commitment.round_digests": commitment.round_digests,
-        "commitment.digests_on_device": commitment.digests_on_device,
-        "torch.cuda.synchronize": torch.cuda.synchronize,
-        "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.Tensor.copy_": torch.Tensor.copy_,
-        "torch.Tensor.fill_": torch.Tensor.fill_,
-    }
+    parts: dict[str, Any] = {}
+    for module in (timing, commitment):
+        short = module.__name__.rsplit(".", 1)[-1]
+        for name, obj in vars(module).items():
+            parts[f"{short}.{name}"] = obj
+            if isinstance(obj, type) and obj.__module__ == module.__name__:
+                for attr, member in vars(obj).items():
+                    parts[f"{short}.{name}.{attr}"] = member
+                    if hasattr(member, "__code__"):
+                        parts[f"{short}.{name}.{attr}.__code__"] = member.__code__
+            elif callable(obj) and hasattr(obj, "__code__"):
+                parts[f"{short}.{name}.__code__"] = obj.__code__
+    parts.update(
+        {
+            "SystemRandom.random": random.SystemRandom.random,
+            "timing._PROBES.random (own)": vars(timing._PROBES).get("random"),
+            "time.perf_counter": time.perf_counter,
+            "torch.cuda.synchronize": torch.cuda.synchronize,
+            "torch.cuda.Event": torch.cuda.Event,
+            "torch.cuda.Event.record": torch.cuda.Event.record,
+            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+            "torch.Tensor.copy_": torch.Tensor.copy_,
+            "torch.Tensor.fill_": torch.Tensor.fill_,
+            "torch.Tensor.clone": torch.Tensor.clone,
+            "torch.equal": torch.equal,
+        }
+    )
+    return parts
+
+
+def foreign_dispatch_modes() -> list[str]:
+    """Dispatch modes on the stack outside the runner's own trace: one slipped under the trace sees and can
+    change every operator the runner runs (its L2 flush, its snapshots), not only the candidate's."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return [type(m).__name__ for m in _get_current_dispatch_mode_stack()]
 
 
 class TimerGuard:
