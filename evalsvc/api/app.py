@@ -114,6 +114,9 @@ def _problem_openapi(base: Callable[[], dict[str, Any]]) -> Callable[[], dict[st
         schema = base()
         if not done:
             as_problem_media(schema)
+            known = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, model in events.event_schemas().items():
+                known.setdefault(name, model)
             done = True
         return schema
 

@@ -20,7 +20,7 @@ import binascii
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import redis.asyncio
@@ -78,6 +78,16 @@ async def batch_events(
     stream = BatchStream(batch_id, [j.id for j in jobs], sent, store, aredis, settings.event_heartbeat_s)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # nginx: do not buffer the stream
     return StreamingResponse(stream.events(), media_type="text/event-stream", headers=headers)
+
+
+def event_schemas() -> dict[str, Any]:
+    """The JSON schemas of the events' data, for the OpenAPI document (no route returns them as JSON)."""
+    out: dict[str, Any] = {}
+    for model in (BatchEvent, BatchSummary):
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        out.update(schema.pop("$defs", {}))
+        out[model.__name__] = schema
+    return out
 
 
 def encode_cursor(sent: Iterable[int], total: int) -> str:
