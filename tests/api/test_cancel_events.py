@@ -6,6 +6,7 @@ events the test caused have arrived."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -18,7 +19,7 @@ import redis
 from evalsvc.api.app import create_app
 from evalsvc.api.enqueue import RecordingEnqueuer
 from evalsvc.core.results import Status
-from evalsvc.sdk import ApiError, Client
+from evalsvc.sdk import ApiError, AsyncClient, Client
 from evalsvc.service.records import State
 from evalsvc.service.state import JobStore, job_key
 from evalsvc.settings import Settings
@@ -234,3 +235,18 @@ def test_a_client_hanging_up_lets_go_of_its_subscription(live: tuple[str, JobSto
     while store.r.pubsub_numsub(channel) != [(channel.encode(), 0)]:
         assert time.monotonic() < deadline, "the stream's subscription outlived its client"
         time.sleep(0.05)
+
+
+def test_async_client_cancels_and_streams(live: tuple[str, JobStore]) -> None:
+    url, store = live
+    batch_id, ids = _batch(url, 2)
+    assert finish_ok(store, ids[0])
+
+    async def run() -> tuple[list[str], int]:
+        async with AsyncClient(url, api_key="key-a") as client:
+            cancelled = await client.cancel_batch(batch_id)
+            kinds = [e.kind async for e in client.stream_batch(batch_id)]
+            return kinds, cancelled.cancelled
+
+    kinds, n = asyncio.run(run())
+    assert n == 1 and kinds == ["result", "result", "done"]
