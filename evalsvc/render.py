@@ -159,7 +159,8 @@ def render_speedup(r: EvaluationResult) -> list[str]:
 
 
 def render_result(r: EvaluationResult) -> str:
-    lines = [f"status: {r.status.value}   reward: {r.reward:g}   milestone: {r.milestone}"]
+    reward = "none" if r.reward is None else f"{r.reward:g}"
+    lines = [f"status: {r.status.value}   reward: {reward}   milestone: {r.milestone}"]
     if r.message:
         lines.append(f"message: {_cut(r.message, 800)}")
     for f in r.findings[:4]:

@@ -31,7 +31,15 @@ from tenacity import (
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.service.records import BatchView, CompileView, EvaluationRequest, EvaluationView, State
+from evalsvc.service.records import (
+    BatchCancellation,
+    BatchView,
+    CompileView,
+    EvaluationRequest,
+    EvaluationView,
+    State,
+)
+from evalsvc.sse import StreamEvent, aparse, parse
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +256,40 @@ class Client:
             if view.done >= view.total or left <= 0:
                 return view
 
+    def cancel(self, evaluation_id: str) -> EvaluationView:
+        """Cancel an unfinished evaluation (it ends `cancelled`, no reward); again: the same answer. A
+        finished one raises `ApiError` 409 `already_finished`."""
+        return EvaluationView.model_validate(self._call("DELETE", f"/v1/evaluations/{evaluation_id}"))
+
+    def cancel_batch(self, batch_id: str) -> BatchCancellation:
+        """Cancel every unfinished item of a batch; finished items keep their results."""
+        return BatchCancellation.model_validate(self._call("DELETE", f"/v1/batches/{batch_id}"))
+
+    def stream_batch(
+        self, batch_id: str, last_event_id: str | None = None, idle_timeout: float = 60
+    ) -> Iterator[StreamEvent]:
+        """The batch's results as they finish (server-sent events), then its `done` event. A dropped
+        connection is resumed where it stopped (`Last-Event-ID`) within the retry policy."""
+        cursor = last_event_id
+        for attempt in Retrying(**self.retry.tenacity()):
+            with attempt:
+                for event in self._stream_once(batch_id, cursor, idle_timeout):
+                    cursor = event.cursor
+                    yield event
+                    if event.kind == "done":
+                        return
+                raise httpx.RemoteProtocolError("the event stream ended before its done event")
+
+    def _stream_once(self, batch_id: str, cursor: str | None, idle_timeout: float) -> Iterator[StreamEvent]:
+        headers = {"Accept": "text/event-stream", **({"Last-Event-ID": cursor} if cursor else {})}
+        timeout = httpx.Timeout(self.http.timeout.connect, read=idle_timeout)
+        path = f"/v1/batches/{batch_id}/events"
+        with self.http.stream("GET", path, headers=headers, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                _check(resp)
+            yield from parse(resp.iter_lines())
+
     def iter_results(self, ids: list[str], timeout: float = 3600) -> Iterator[EvaluationView]:
         """Yield each evaluation as it finishes (not in submission order)."""
         pending = list(ids)
@@ -361,6 +403,41 @@ class AsyncClient:
             view = await self.batch(batch_id, wait=max(0.0, min(poll, left)))
             if view.done >= view.total or left <= 0:
                 return view
+
+    async def cancel(self, evaluation_id: str) -> EvaluationView:
+        """See `Client.cancel`."""
+        return EvaluationView.model_validate(await self._call("DELETE", f"/v1/evaluations/{evaluation_id}"))
+
+    async def cancel_batch(self, batch_id: str) -> BatchCancellation:
+        """See `Client.cancel_batch`."""
+        return BatchCancellation.model_validate(await self._call("DELETE", f"/v1/batches/{batch_id}"))
+
+    async def stream_batch(
+        self, batch_id: str, last_event_id: str | None = None, idle_timeout: float = 60
+    ) -> AsyncIterator[StreamEvent]:
+        """See `Client.stream_batch`."""
+        cursor = last_event_id
+        async for attempt in AsyncRetrying(**self.retry.tenacity()):
+            with attempt:
+                async for event in self._stream_once(batch_id, cursor, idle_timeout):
+                    cursor = event.cursor
+                    yield event
+                    if event.kind == "done":
+                        return
+                raise httpx.RemoteProtocolError("the event stream ended before its done event")
+
+    async def _stream_once(
+        self, batch_id: str, cursor: str | None, idle_timeout: float
+    ) -> AsyncIterator[StreamEvent]:
+        headers = {"Accept": "text/event-stream", **({"Last-Event-ID": cursor} if cursor else {})}
+        timeout = httpx.Timeout(self.http.timeout.connect, read=idle_timeout)
+        path = f"/v1/batches/{batch_id}/events"
+        async with self.http.stream("GET", path, headers=headers, timeout=timeout) as resp:
+            if resp.status_code >= 400:
+                await resp.aread()
+                _check(resp)
+            async for event in aparse(resp.aiter_lines()):
+                yield event
 
     async def as_completed(self, ids: list[str], timeout: float = 3600) -> AsyncIterator[EvaluationView]:
         tasks = [asyncio.ensure_future(self.wait(i, timeout)) for i in ids]

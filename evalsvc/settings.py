@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(4 * 1024**2, ge=1, description="largest request body the gateway reads")
     max_batch: int = Field(1024, ge=1, description="evaluations in one batch")
     max_wait_s: float = Field(120.0, ge=0, description="cap of the ?wait= long-poll")
+    event_heartbeat_s: float = Field(
+        15.0,
+        gt=0,
+        description="an event stream's keep-alive comment when idle this long (and its re-read of the batch)",
+    )
     idempotency_ttl_s: int = Field(86400, ge=1, description="how long an Idempotency-Key is remembered")
     redis_timeout_s: float = Field(5.0, gt=0, description="the gateway's Redis connect/read timeout")
     prometheus_multiproc_dir: Path | None = Field(

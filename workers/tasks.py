@@ -62,9 +62,12 @@ def _gpu_index() -> int | None:
 def _start(ctx: WorkerContext, metrics: WorkerMetrics, job_id: str, stage: str) -> Job | None:
     """Load the job and count this delivery of `stage` (`Job.deliveries`, and an attempt); jobs that keep
     killing workers end here, and so do jobs whose stored record cannot be read (failed `record_unreadable`
-    by `read_job`) and jobs finished meanwhile."""
+    by `read_job`) and jobs finished meanwhile, cancelled ones included (not counted as a delivery)."""
     job = ctx.jobs.read_job(job_id)
     if not isinstance(job, Job) or job.state is State.DONE:
+        if isinstance(job, Job):  # a cancelled job lands here: it never runs
+            status = job.result.status.value if job.result else "compiled"
+            log.info("job %s is done already (%s): %s delivery skipped", job_id, status, stage)
         return None
     attempts = ctx.jobs.bump_attempts(job_id, stage)
     if not attempts:

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from evalsvc.api import batches, compile, devices, evaluations, health, profiles, suites, tasks
+from evalsvc.api import batches, compile, devices, evaluations, events, health, profiles, suites, tasks
 from evalsvc.api.auth import Authenticator
 from evalsvc.api.body_limit import BodyLimitMiddleware
 from evalsvc.api.enqueue import CeleryEnqueuer
@@ -27,6 +27,7 @@ from evalsvc.api.problems import as_problem_media, install_handlers
 from evalsvc.api.redis_clients import async_redis_client, redis_client
 from evalsvc.observability.logs import setup_logging
 from evalsvc.queues import Enqueuer
+from evalsvc.service.cancellation import Canceller
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
@@ -54,7 +55,7 @@ def create_app(settings: Settings, *, enqueuer: Enqueuer | None = None) -> FastA
     app.state.metrics = Metrics(settings.prometheus_multiproc_dir)
     app.state.auth = Authenticator(settings.api_keys)
     install_handlers(app)
-    for module in (tasks, profiles, suites, evaluations, batches, compile, devices, health):
+    for module in (tasks, profiles, suites, evaluations, batches, events, compile, devices, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)  # outermost: times refusals too
@@ -76,6 +77,8 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
         app.state.store = JobStore(
             client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
         )
+        app.state.canceller = Canceller(app.state.store)
+        app.state.async_redis = aclient  # the rate limit's, and the event streams' subscriptions
         app.state.limiter = RateLimiter(aclient, settings.rate_limit_per_s, settings.rate_burst)
         app.state.enqueuer = enqueuer or CeleryEnqueuer.from_settings(settings)
         if not settings.api_keys:
@@ -111,6 +114,9 @@ def _problem_openapi(base: Callable[[], dict[str, Any]]) -> Callable[[], dict[st
         schema = base()
         if not done:
             as_problem_media(schema)
+            known = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, model in events.event_schemas().items():
+                known.setdefault(name, model)
             done = True
         return schema
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from fastapi import APIRouter, Depends, Request, Response
 
+from evalsvc.api.cancel import cancel_job
 from evalsvc.api.deps import (
+    CancellerDep,
     EnqueuerDep,
     IdempotencyKey,
     JobIdPath,
@@ -34,7 +38,16 @@ from evalsvc.api.submit import (
     store_jobs,
 )
 from evalsvc.api.views import batch_view
-from evalsvc.service.records import BatchRequest, BatchView, BrokenJob, EvaluationRequest, Job, State
+from evalsvc.service.cancellation import Outcome, ended_outcome
+from evalsvc.service.records import (
+    BatchCancellation,
+    BatchRequest,
+    BatchView,
+    BrokenJob,
+    EvaluationRequest,
+    Job,
+    State,
+)
 from evalsvc.service.state import JobStore
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends(current_principal)])
@@ -109,6 +122,41 @@ async def get_batch(
 
     jobs = await poll_until(fetch, _all_done, min(wait, settings.max_wait_s), request)
     return batch_view(batch_id, jobs)
+
+
+@router.delete(
+    "/{batch_id}",
+    name="cancel_batch",
+    response_model=BatchCancellation,
+    responses=problem_responses(401, 404, 422, 429, 503),
+)
+def cancel_batch(
+    batch_id: JobIdPath,
+    principal: PrincipalDep,
+    store: StoreDep,
+    canceller: CancellerDep,
+    metrics: MetricsDep,
+) -> BatchCancellation:
+    """Cancel every unfinished item (each as `DELETE /v1/evaluations/{id}` would); finished items keep their
+    results. Always 200 with counts; again on a cancelled batch: nothing more is cancelled."""
+    jobs = owned_batch(store, batch_id, principal.tenant)
+    outcomes: dict[str, Outcome] = {}
+    for job in jobs:
+        if job.id in outcomes:  # items that share one job (duplicates) are one cancellation
+            continue
+        if job.state is State.DONE:
+            outcomes[job.id] = ended_outcome(job)
+        else:
+            outcomes[job.id] = cancel_job(canceller, metrics, job, "DELETE /v1/batches").outcome
+    counts = Counter(outcomes[j.id] for j in jobs)
+    return BatchCancellation(
+        id=batch_id,
+        total=len(jobs),
+        cancelled=counts[Outcome.CANCELLED],
+        already_cancelled=counts[Outcome.ALREADY_CANCELLED],
+        finished=counts[Outcome.FINISHED] + counts[Outcome.GONE],
+        batch=batch_view(batch_id, owned_batch(store, batch_id, principal.tenant)),
+    )
 
 
 def _all_done(jobs: list[Job | BrokenJob]) -> bool:

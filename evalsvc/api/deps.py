@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import redis.asyncio
 from fastapi import Depends, Header, Path, Query, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
@@ -12,6 +13,7 @@ from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics
 from evalsvc.api.problems import ProblemError
 from evalsvc.queues import Enqueuer
+from evalsvc.service.cancellation import Canceller
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
@@ -32,10 +34,20 @@ async def _metrics(request: Request) -> Metrics:
     return request.app.state.metrics
 
 
+async def _canceller(request: Request) -> Canceller:
+    return request.app.state.canceller
+
+
+async def _async_redis(request: Request) -> redis.asyncio.Redis:
+    return request.app.state.async_redis
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 StoreDep = Annotated[JobStore, Depends(_store)]
 EnqueuerDep = Annotated[Enqueuer, Depends(_enqueuer)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
+CancellerDep = Annotated[Canceller, Depends(_canceller)]
+AsyncRedisDep = Annotated[redis.asyncio.Redis, Depends(_async_redis)]
 
 _bearer = HTTPBearer(auto_error=False, description="`Authorization: Bearer <API key>`")
 _api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")

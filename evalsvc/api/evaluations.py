@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import PlainTextResponse
 
+from evalsvc.api.cancel import cancel_job, finished_problem
 from evalsvc.api.deps import (
+    CancellerDep,
     EnqueuerDep,
     FormatQuery,
     IdempotencyKey,
@@ -20,7 +22,7 @@ from evalsvc.api.deps import (
 from evalsvc.api.devices import refuse_unserved_classes
 from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
-from evalsvc.api.lookup import owned_job
+from evalsvc.api.lookup import not_found, owned_job
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import (
@@ -34,6 +36,7 @@ from evalsvc.api.submit import (
     submit,
 )
 from evalsvc.render import render_result
+from evalsvc.service.cancellation import Outcome
 from evalsvc.service.records import BrokenJob, EvaluationRequest, EvaluationView, Job, JobKind, State
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=[Depends(current_principal)])
@@ -109,3 +112,29 @@ async def get_evaluation(
 
 def _done(job: Job | BrokenJob) -> bool:
     return job.state is State.DONE
+
+
+@router.delete(
+    "/{evaluation_id}",
+    name="cancel_evaluation",
+    response_model=EvaluationView,
+    responses=problem_responses(401, 404, 409, 422, 429, 503),
+)
+def cancel_evaluation(
+    evaluation_id: JobIdPath,
+    principal: PrincipalDep,
+    store: StoreDep,
+    canceller: CancellerDep,
+    metrics: MetricsDep,
+) -> EvaluationView:
+    """Cancel an unfinished evaluation: it ends `cancelled` (no reward) at once. Queued, it never runs; one
+    compiling or running finishes on its worker and that result is dropped. Idempotent: cancelling it again
+    answers 200 with the same document. A finished evaluation answers 409 `already_finished`. An evaluation
+    deduplicated into several submissions of the tenant is one job: cancelled for all of them."""
+    job = owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
+    got = cancel_job(canceller, metrics, job, "DELETE /v1/evaluations")
+    if got.outcome is Outcome.GONE:
+        raise not_found("evaluate job", evaluation_id)
+    if got.outcome is Outcome.FINISHED or got.job is None:
+        raise finished_problem(evaluation_id, got)
+    return EvaluationView.of(got.job)

@@ -33,12 +33,21 @@ class Metrics:
             ["kind", "outcome"],
             registry=self.registry,
         )
+        self.cancellations = Counter(
+            "evalsvc_cancellations",
+            "jobs cancelled by their tenant (DELETE), by the state they were cancelled in",
+            ["state"],
+            registry=self.registry,
+        )
         self.problems = Counter(
             "evalsvc_http_problems", "problem responses by code", ["code"], registry=self.registry
         )
 
     def submitted(self, kind: str, existed: bool, n: int = 1) -> None:
         self.submissions.labels(kind, "existing" if existed else "new").inc(n)
+
+    def cancelled(self, state: str) -> None:
+        self.cancellations.labels(state).inc()
 
     def exposition(self) -> bytes:
         if self.multiproc_dir is None:

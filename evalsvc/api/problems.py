@@ -52,6 +52,7 @@ class Problem(BaseModel):
     device_classes: list[str] | None = Field(
         None, description="the device classes live workers serve now (`unknown_device_class` only)"
     )
+    result_status: str | None = Field(None, description="how the evaluation ended (`already_finished` only)")
 
 
 class ProblemError(Exception):
@@ -191,11 +192,14 @@ def install_handlers(app: FastAPI) -> None:
 # OpenAPI documentation of problem responses ------------------------------------------------------------
 
 _DESCRIPTIONS = {
-    400: "The body could not be decoded (bytes that are not UTF-8) (code `bad_request`).",
+    400: "The body could not be decoded (bytes that are not UTF-8) (code `bad_request`), or a "
+    "`Last-Event-ID` that is not one of this stream's cursors (`bad_last_event_id`).",
     401: "Missing or unknown API key (code `unauthorized`).",
     403: "This tenant may not register tasks or send them inline (`task_authoring_forbidden`): the "
     "operator limits that to `task_authors`; evaluate against shared tasks by id.",
     404: "No such resource for this tenant (code `not_found`).",
+    409: "The evaluation had already ended before it could be cancelled (`already_finished`, with "
+    "`result_status`: how it ended).",
     413: "Body over `max_body_bytes` (`body_too_large`) or batch over `max_batch` (`batch_too_large`).",
     422: "Malformed JSON (`invalid_json`), schema violation (`validation_error`, with `errors`), invalid "
     "task (`invalid_task`), unknown task (`unknown_task`), a device class no live worker serves "

@@ -35,7 +35,7 @@ class ReadyView(BaseModel):
     missing: list[str] = Field(description="what keeps the service from being ready")
 
 
-def _batch_item(job: Job | BrokenJob) -> BatchItem:
+def batch_item(job: Job | BrokenJob) -> BatchItem:
     r = job.result
     if r is None:
         return BatchItem(id=job.id, state=job.state)
@@ -52,7 +52,7 @@ def _batch_item(job: Job | BrokenJob) -> BatchItem:
 
 
 def batch_view(batch_id: str, jobs: list[Job] | list[Job | BrokenJob]) -> BatchView:
-    items = [_batch_item(j) for j in jobs]
+    items = [batch_item(j) for j in jobs]
     done = sum(1 for j in jobs if j.state is State.DONE)
     return BatchView(id=batch_id, total=len(jobs), done=done, items=items)
 

@@ -18,3 +18,8 @@ def compile_failure(
 ) -> EvaluationResult:
     """The result of a solution that did not compile (or was refused while compiling)."""
     return failure(status, message or "compilation failed", options, compile=report, findings=findings)
+
+
+def cancelled(message: str) -> EvaluationResult:
+    """The result of an evaluation its tenant cancelled before it ended: no verdict, hence no reward."""
+    return EvaluationResult(status=Status.CANCELLED, reward=None, milestone=None, message=message)

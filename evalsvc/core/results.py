@@ -20,6 +20,8 @@ class Status(StrEnum):
     FORBIDDEN = "forbidden"
     TIMEOUT = "timeout"
     INTERNAL_ERROR = "internal_error"
+    # Ended by its tenant (DELETE) before a result was written: no reward, never the candidate's verdict
+    CANCELLED = "cancelled"
 
 
 class FailureKind(StrEnum):
@@ -250,7 +252,9 @@ class EvaluationResult(BaseModel):
     status: Status
     failure: FailureKind | None = Field(None, description="what failed, when the status alone does not say")
     correct: bool = False
-    reward: float
+    reward: float | None = Field(
+        description="the schedule's reward; null only for `cancelled` (no verdict, so no reward)"
+    )
     milestone: int | None = None
     message: str | None = None
     speedup: Speedup = Field(default_factory=Speedup)

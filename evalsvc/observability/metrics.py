@@ -162,7 +162,7 @@ class WorkerMetrics:
             return
         milestone = "none" if result.milestone is None else str(result.milestone)
         self.results.labels(job.kind.value, result.status.value, milestone).inc()
-        if job.kind is JobKind.EVALUATE:
+        if job.kind is JobKind.EVALUATE and result.reward is not None:
             self.reward.observe(result.reward)
             sign = "positive" if result.reward >= 0 else "negative"
             self.reward_points.labels(sign).inc(abs(result.reward))

@@ -2,8 +2,9 @@
 line between the policy's failures (scored) and ours (masked).
 
 Masked, never scored -1: the service's `internal_error` (whatever failed: a worker, the sandbox, a job
-abandoned after max_attempts), an item still unfinished when the client's timeout passes, and a service
-that stays unreachable or refusing (429/5xx) after the client's retries. Each masked item is logged.
+abandoned after max_attempts), `cancelled` (someone cancelled the evaluation: no verdict was reached), an
+item still unfinished when the client's timeout passes, and a service that stays unreachable or refusing
+(429/5xx) after the client's retries. Each masked item is logged.
 Other API errors (401, 403, 404 for an unknown task id, 413, 422) are configuration mistakes and raise.
 """
 
@@ -102,6 +103,8 @@ def _from_item(item: BatchItem) -> Scored:
     if item.status is Status.INTERNAL_ERROR or item.status is None:
         what = f"internal_error ({item.failure})" if item.failure else "internal_error"
         return _masked(Status.INTERNAL_ERROR, what, item.id)
+    if item.status is Status.CANCELLED:
+        return _masked(Status.CANCELLED, "cancelled before it ended (no verdict)", item.id)
     return Scored(
         status=item.status.value,
         reward=item.reward,

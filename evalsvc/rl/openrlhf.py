@@ -3,7 +3,8 @@ reward_func`, and `--label_key` names the dataset column with the task id (or th
 OpenRLHF calls `reward_func(queries, prompts, labels)`, queries being prompt + response as decoded; the
 response is what follows the prompt. The answer: `rewards` and `scores` (tensors when torch imports, lists
 otherwise; the same values), `extra_logs` with per-sample `masked`, `format_error`, `correct` and
-`milestone`. A masked item (our failure: internal_error, a client timeout, the service unreachable) scores
+`milestone`. A masked item (our failure: internal_error, a client timeout, the service unreachable; or
+cancelled) scores
 `masked_score` (default 0.0) and is logged, never -1. Settings: EVALSVC_URL / EVALSVC_API_KEY, or
 `make_reward_func(...)`."""
 

@@ -1,13 +1,12 @@
-"""TRL: `GRPOTrainer(reward_funcs=[kernel_reward], ...)` with a dataset column `task_id` (a registered task
-id or the task's source per row). TRL calls it with `completions` (strings, or message lists for
-conversational datasets) and every dataset column as keyword arguments; the whole call is one batch
-submission. A masked item (our failure: internal_error, a client timeout, the service unreachable) is
-None, which TRL turns into NaN: where every reward function gave None, TRL (1.16) leaves the completion out
-of its group's baseline and gives it zero advantage; beside other reward functions it adds nothing to the
-sum. A completion without usable code scores `format_error_reward` (default -1). Settings come from
-EVALSVC_URL / EVALSVC_API_KEY, or use `make_kernel_reward(url=..., options=..., ...)`. With TRL's
-`log_extra`/`log_metric` hooks, each completion's status goes to the completions table and the masked
-share to the metrics."""
+"""TRL: `GRPOTrainer(reward_funcs=[kernel_reward], ...)` with a dataset column `task_id` (a registered task id
+or the task's source per row). TRL calls it with `completions` (strings, or message lists for conversational
+datasets) and every dataset column as keyword arguments; the whole call is one batch submission. A masked item
+(our failure: internal_error, a client timeout, the service unreachable; or an evaluation cancelled) is None,
+which TRL turns into NaN: where every reward function gave None, TRL (1.16) leaves the completion out of its
+group's baseline and gives it zero advantage; beside other reward functions it adds nothing to the sum. A
+completion without usable code scores `format_error_reward` (default -1). Settings come from EVALSVC_URL /
+EVALSVC_API_KEY, or use `make_kernel_reward(url=..., options=..., ...)`. With TRL's `log_extra`/`log_metric`
+hooks, each completion's status goes to the completions table and the masked share to the metrics."""
 
 from __future__ import annotations
 

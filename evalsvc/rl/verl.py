@@ -4,11 +4,11 @@
 EVALSVC_URL / EVALSVC_API_KEY and from `custom_reward_function.reward_kwargs` (url, api_key, options,
 device_class, timeout_s, format_error_reward, masked_score).
 
-Every result has the same keys and types, as verl's `reward_extra_info` needs: `score` (float), `status`
-(str: the service's status, `format_error`, or for a masked item `internal_error`, `client_timeout`,
+Every result has the same keys and types, as verl's `reward_extra_info` needs: `score` (float), `status` (str:
+the service's status, `format_error`, or for a masked item `internal_error`, `cancelled`, `client_timeout`,
 `unreachable`, `refused`), `milestone` (int; -1 when none was reached, 0 when masked), `speedup_eager` and
-`speedup_compile` (float, 0.0 where not measured), `evaluation_id` (str, "" when nothing was submitted)
-and `masked` (bool: our failure, not the policy's; `score` is then `masked_score`, default 0.0)."""
+`speedup_compile` (float, 0.0 where not measured), `evaluation_id` (str, "" when nothing was submitted) and
+`masked` (bool: our failure, not the policy's; `score` is then `masked_score`, default 0.0)."""
 
 from __future__ import annotations
 

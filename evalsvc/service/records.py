@@ -167,6 +167,35 @@ class BatchView(BaseModel):
     items: list[BatchItem]
 
 
+class BatchCancellation(BaseModel):
+    """What `DELETE /v1/batches/{id}` did, counted by item (items that share a job count once each)."""
+
+    id: str
+    total: int
+    cancelled: int = Field(description="items this request cancelled (they end `cancelled`, no reward)")
+    already_cancelled: int = Field(description="items an earlier cancellation had ended")
+    finished: int = Field(description="items that had ended otherwise before this request (kept as they are)")
+    batch: BatchView = Field(description="the batch as it stands after the request")
+
+
+class BatchEvent(BaseModel):
+    """The data of a `result` event of `GET /v1/batches/{id}/events`: one item reached `done`. Compact, as
+    the batch view's items are; the whole result document is at `href`."""
+
+    index: int = Field(description="the item's position in the batch (submission order)")
+    item: BatchItem
+    href: str = Field(description="the evaluation's own resource (its whole result document)")
+
+
+class BatchSummary(BaseModel):
+    """The data of the `done` event: every item has ended."""
+
+    id: str
+    total: int
+    done: int
+    statuses: dict[str, int] = Field(description="items by result status")
+
+
 class CompileView(BaseModel):
     id: str
     state: State

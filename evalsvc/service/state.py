@@ -45,6 +45,17 @@ HEARTBEAT_TTL_S = 15  # a worker beats every 5 s; its key outlives three missed 
 DEVICE_CLASS_MEMORY_S = 7 * 86400  # classes unseen for longer are forgotten
 SHARED_TASKS = P + "tasks"  # zset: task id -> registration time, of the tasks every tenant may read
 
+FINISHED = P + "finished:"  # pub/sub channel prefix: a job's id is published on FINISHED + id once it is done
+
+
+def finished_channel(job_id: str) -> str:
+    """Where the write that ends a job announces it (at most once, to whoever listens then: readers
+    that must not miss one re-read the job after subscribing)."""
+    return FINISHED + job_id
+
+
+# KEYS: the job, the tenant's in-flight counter or '', the progress index. ARGV: doc, retention s, internal
+# flag, job id, its finished channel. Returns 1 (written), 0 (already done) or -1 (no job).
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'state') == false then return -1 end
 if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
@@ -52,6 +63,7 @@ redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'state', 'done', 'internal', ARGV[3]
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
 if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
 redis.call('ZREM', KEYS[3], ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[4])
 return 1
 """
 
@@ -60,7 +72,9 @@ return 1
 # ttl s, job key prefix, now.
 # Returns {id, 'idem' | 'dedup' | 'new'}.
 # A job that ended in our own error ('internal' set by _FINISH: it could not be queued, it was abandoned)
-# is served again neither by content nor by its Idempotency-Key: a retry gets a fresh job.
+# is served again neither by content nor by its Idempotency-Key: a retry gets a fresh job. A cancelled one
+# ('cancelled', set by service.cancellation) is served by its Idempotency-Key (the same request, the same
+# answer), never by content: new work is not answered with someone's cancellation.
 _CREATE = """
 local prefix = ARGV[6]
 if KEYS[1] ~= '' then
@@ -71,7 +85,8 @@ end
 if KEYS[2] ~= '' then
   local id = redis.call('GET', KEYS[2])
   local live = id and redis.call('EXISTS', prefix .. id) == 1
-  if live and redis.call('HGET', prefix .. id, 'internal') ~= '1' then
+  local served = live and redis.call('HGET', prefix .. id, 'internal') ~= '1'
+  if served and redis.call('HGET', prefix .. id, 'cancelled') ~= '1' then
     if KEYS[1] ~= '' then redis.call('SET', KEYS[1], id, 'EX', tonumber(ARGV[5])) end
     return {id, 'dedup'}
   end
@@ -87,8 +102,9 @@ return {ARGV[1], 'new'}
 """
 
 # KEYS: the job, the tenant's in-flight counter or '', the unqueued and progress indexes. ARGV: job id,
-# reason, retention s. A record that cannot be read is failed as our own error (never served again by
-# content or Idempotency-Key) and leaves both sweeps' indexes; the unreadable document is kept as it is.
+# reason, retention s, its finished channel. A record that cannot be read is failed as our own error
+# (never served again by content or Idempotency-Key) and leaves both sweeps' indexes; the unreadable
+# document is kept as it is.
 # Returns 1 (failed now), 0 (it had ended already) or -1 (no job hash: gone, or another type of key).
 _FAIL_UNREADABLE = """
 local kind = redis.call('TYPE', KEYS[1])
@@ -101,6 +117,7 @@ redis.call('HSET', KEYS[1], 'state', 'done', 'internal', '1', 'unreadable', ARGV
 if was == 'done' then return 0 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 if KEYS[2] ~= '' then redis.call('DECR', KEYS[2]) end
+redis.call('PUBLISH', ARGV[4], ARGV[1])
 return 1
 """
 
@@ -155,6 +172,11 @@ def _unknown(task_ids: list[str], replies: list[Any], owner: str | None) -> list
         if not stored or all(s is None for s in scores):
             out.append(t)
     return out
+
+
+def job_key(job_id: str) -> str:
+    """The Redis hash that holds a job: its document (`doc`), `state` and delivery counts."""
+    return P + "job:" + job_id
 
 
 def new_id(prefix: str) -> str:
@@ -363,7 +385,7 @@ class JobStore:
 
     # jobs --------------------------------------------------------------------------------------------
     def _job_key(self, job_id: str) -> str:
-        return P + "job:" + job_id
+        return job_key(job_id)
 
     def create_job(self, job: Job, dedup_key: str | None, idempotency_key: str | None) -> tuple[Job, bool]:
         """Store a new job, or return the existing one for the same idempotency or dedup key.
@@ -509,7 +531,8 @@ class JobStore:
             UNQUEUED,
             PROGRESS,
         ]
-        if self._fail_unreadable(keys=keys, args=[broken.id, broken.reason, self.retention_s]) == 1:
+        args: list[str | int] = [broken.id, broken.reason, self.retention_s, finished_channel(broken.id)]
+        if self._fail_unreadable(keys=keys, args=args) == 1:
             log.error(
                 "job %s: its stored record cannot be read (%s); failed as internal_error",
                 broken.id,
@@ -553,7 +576,13 @@ class JobStore:
             job.compile_report = report
         keys = [self._job_key(job.id), P + "inflight:" + job.tenant, PROGRESS]
         internal = "1" if job.result is not None and job.result.status is Status.INTERNAL_ERROR else "0"
-        args: list[str | int] = [job.model_dump_json(), self.retention_s, internal, job.id]
+        args: list[str | int] = [
+            job.model_dump_json(),
+            self.retention_s,
+            internal,
+            job.id,
+            finished_channel(job.id),
+        ]
         return self._finish(keys=keys, args=args) == 1
 
     def admission_facts(

@@ -32,6 +32,13 @@ def test_internal_error_is_masked(failure: FailureKind | None) -> None:
     assert as_verl(s, RewardConfig(masked_score=0.25))["score"] == 0.25
 
 
+def test_cancelled_is_masked() -> None:
+    """A cancelled evaluation reached no verdict: not the policy's failure, and no reward."""
+    s = _from_item(item(status=Status.CANCELLED, reward=None))
+    assert s.masked and s.reward is None and s.status == "cancelled"
+    assert as_verl(s, RewardConfig())["score"] == 0.0 and as_verl(s, RewardConfig())["masked"]
+
+
 def test_unfinished_item_is_a_masked_client_timeout() -> None:
     s = _from_item(item(State.RUNNING))
     assert s.masked and s.status == "client_timeout" and s.reward is None
