@@ -443,16 +443,3 @@ class AsyncClient:
         tasks = [asyncio.ensure_future(self.wait(i, timeout)) for i in ids]
         for fut in asyncio.as_completed(tasks):
             yield await fut
-
-
-def make_reward_fn(base_url: str, api_key: str | None = None, timeout: float = 900):
-    """(task source, solution text) -> (reward, result document). Superseded by `evalsvc.rl`, whose
-    adapters extract code from completions and mask infrastructure failures instead of scoring them -1."""
-    client = Client(base_url, api_key)
-
-    def reward(task_source: str, solution_text: str) -> tuple[float, dict[str, Any]]:
-        view = client.evaluate(TaskSpec(source=task_source), solution_text, timeout=timeout)
-        doc = view.result.model_dump(mode="json") if view.result else {}
-        return (view.reward if view.reward is not None else -1.0), doc
-
-    return reward
