@@ -566,6 +566,10 @@ class Judge:
     def _calibrate(self, rounds: RoundRunner, policy: TimingPolicy, rng: random.Random) -> Overhead:
         """The runner's own cost per call, on the null candidate; a failure here is ours (no candidate code
         has run in the runner yet)."""
+        # No runner starting beside it on a GPU either: the null rounds are host-bound (~0.5 ms per call on
+        # the H100), and one calibrated at 2.4x that refused an honest kernel whose rounds then ran faster
+        # (reward stability run on the H100, 977cbee; a spare's start is the likely cause, not confirmed).
+        self.launcher.settle()
         try:
             return calibrate(rounds, policy, rng)
         except (TimingRefused, _Stop) as e:

@@ -103,7 +103,7 @@ class RoundTimer:
                 torch.cuda.synchronize()
             outputs.append(self._timed_call(fn, inputs, around, marks))
             if probe:
-                late = late or _written_late(outputs[-1])
+                late = late or written_late(outputs[-1])
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
         torch.cuda.synchronize()
@@ -133,22 +133,40 @@ class RoundTimer:
 
 
 # GPU: the share of timed calls made probes, drawn from the OS's randomness so that a candidate cannot
-# tell which: the call starts on an idle GPU and its output is snapshotted on the current stream right after
-# `end` and compared after a device-wide sync. Work left running on another stream when forward returned
-# (the events on the current stream would not time it) is still writing the output then.
+# tell which: the call starts on an idle GPU, and right after `end` elements of its output at random places
+# are read on the current stream and read again after a device-wide sync. Work left running on another
+# stream when forward returned (the events on the current stream did not time it) is still writing some of
+# them. A copy of the whole output would not do: on the H100 it trailed the writer through a 512 MB output
+# and saw only finished values (cuda_rt_last_call_pad passed, docs/security.md).
 PROBE_SHARE = 0.1
+PROBED_ELEMENTS = 4096  # per output tensor
 _PROBES = random.SystemRandom()
 
 
-def _written_late(out: Any) -> bool:
-    tensors = [t.detach() for t in output_tensors(out)]
-    snapshots = [t.clone() for t in tensors]
-    torch.cuda.synchronize()
-    return any(not torch.equal(_bytes(s), _bytes(t)) for s, t in zip(snapshots, tensors, strict=True))
+def written_late(out: Any) -> bool:
+    """True when elements of `out`'s tensors, read at random places now (ordered after the current
+    stream's work), differ bit for bit after a device-wide sync: another stream was still writing them."""
+    tensors = [t.detach() for t in output_tensors(out) if t.numel() > 0]
+    places = [_random_places(t) for t in tensors]
+    before = [_bits(torch.take(t, i)) for t, i in zip(tensors, places, strict=True)]
+    if any(t.is_cuda for t in tensors):
+        torch.cuda.synchronize()
+    after = [_bits(torch.take(t, i)) for t, i in zip(tensors, places, strict=True)]
+    return any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().reshape(-1).view(torch.uint8)
+def _random_places(t: torch.Tensor) -> torch.Tensor:
+    n = t.numel()
+    if n <= PROBED_ELEMENTS:
+        return torch.arange(n, device=t.device)
+    generator = torch.Generator(device=t.device)
+    generator.manual_seed(_PROBES.getrandbits(63))
+    return torch.randint(0, n, (PROBED_ELEMENTS,), device=t.device, generator=generator)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The values as raw bytes: NaN equals NaN, -0.0 differs from 0.0."""
+    return t.contiguous().view(torch.uint8)
 
 
 @dataclass

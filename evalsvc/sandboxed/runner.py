@@ -26,7 +26,7 @@ from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
-from evalsvc.engine.timing import RoundTimer, measure_graph
+from evalsvc.engine.timing import RoundTimer, measure_graph, written_late
 from evalsvc.sandbox.isolation import (
     die_with_parent,
     drop_privileges,
@@ -39,7 +39,6 @@ from evalsvc.sandboxed.runtime_checks import (
     OperatorTrace,
     TimerGuard,
     foreign_dispatch_modes,
-    pending_side_stream_work,
 )
 
 READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
@@ -351,7 +350,7 @@ class Server:
         with self.trace:
             out = candidate.forward(*inputs)
         check_output(out, inputs)
-        if self.device.type == "cuda" and pending_side_stream_work(output_tensors(out)):
+        if self.device.type == "cuda" and written_late(out):
             raise Forbidden(
                 "work on another stream was still writing the output when forward returned; "
                 "launch on the current stream (torch.cuda.current_stream) or synchronize",

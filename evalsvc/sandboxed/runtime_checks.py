@@ -88,19 +88,6 @@ class OperatorTrace(TorchDispatchMode):
         return sorted(n for n in self.seen if n not in ALLOWED_OPS)
 
 
-def pending_side_stream_work(outputs: list[torch.Tensor]) -> bool:
-    """True when an output changes after a device-wide sync, i.e. work on another stream was still
-    writing it when forward returned (the judge's events on the current stream would not have seen it)."""
-    snapshots = [t.detach().clone() for t in outputs]  # ordered after the current stream's work only
-    torch.cuda.synchronize()
-    for snap, out in zip(snapshots, outputs, strict=True):
-        a = snap.reshape(-1).view(torch.uint8)
-        b = out.detach().contiguous().reshape(-1).view(torch.uint8)
-        if not torch.equal(a, b):
-            return True
-    return False
-
-
 def _timer_parts() -> dict[str, Any]:
     """Everything the timing path reaches by name: every global of the timing and commitment modules, the
     code of their functions and methods, the attributes of their classes (a replaced `Round` or digest
@@ -127,6 +114,12 @@ def _timer_parts() -> dict[str, Any]:
         {
             "SystemRandom.random": random.SystemRandom.random,
             "timing._PROBES.random (own)": vars(timing._PROBES).get("random"),
+            "timing._PROBES.getrandbits (own)": vars(timing._PROBES).get("getrandbits"),
+            "SystemRandom.getrandbits": random.SystemRandom.getrandbits,
+            "torch.take": torch.take,
+            "torch.randint": torch.randint,
+            "torch.arange": torch.arange,
+            "torch.Generator": torch.Generator,
             "time.perf_counter": time.perf_counter,
             "torch.cuda.synchronize": torch.cuda.synchronize,
             "torch.cuda.Event": torch.cuda.Event,
