@@ -77,6 +77,10 @@ class Vetter:
             self._vet(spec, policy, record)
         except _Reject as r:
             record.findings.append(r.finding)
+        except torch.OutOfMemoryError as e:  # anywhere else (comparing outputs in float64, torch.compile)
+            record.findings.append(
+                _Reject(VetReason.OUT_OF_MEMORY, f"out of memory while vetting: {e}").finding
+            )
         finally:
             self._release()
         record.status = status_of(record.findings)
