@@ -304,6 +304,12 @@ class Server:
         if op == "load":
             self.candidate = Candidate(self.workdir / "artifact", self.device)
             self.candidate.load(msg["init_inputs"], msg["state_dict"])
+            if self.timer_guard.registrations_changed():
+                raise Forbidden(
+                    "loading the candidate registered kernels over existing operators (TORCH_LIBRARY_IMPL "
+                    "or torch.library): the runner's own work calls them",
+                    "timer_tampered",
+                )
             return {"ok": True}
         assert self.candidate is not None
         if op == "run":

@@ -8,6 +8,7 @@ outputs of timed calls, and timings against its own clock.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import torch
@@ -142,13 +143,64 @@ def foreign_dispatch_modes() -> list[str]:
     return [type(m).__name__ for m in _get_current_dispatch_mode_stack()]
 
 
+class _OpNames(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.add(func.name())
+        return func(*args, **(kwargs or {}))
+
+
+def _runner_ops() -> list[str]:
+    """The operators the runner's own timing and checks call (found by running them once on a small
+    tensor): a kernel registered over one of them from native code (`TORCH_LIBRARY_IMPL`) changes what
+    they do without replacing any Python object."""
+    import evalsvc.engine.commitment as commitment
+    import evalsvc.engine.timing as timing
+
+    t = torch.arange(2 * timing.PROBED_ELEMENTS, dtype=torch.float32)  # large enough to be sampled
+    with _OpNames() as seen:
+        timing.written_late(t)
+        commitment.round_digests([t])
+        commitment.chunk(t, 0)
+        torch.equal(t, t.clone())
+        torch.empty(4).fill_(0.0)
+        torch.ones_like(t)
+    return sorted(seen.names)
+
+
+def _dispatch_table(ops: list[str]) -> dict[str, str]:
+    return {op: torch._C._dispatch_dump(op) for op in ops}
+
+
+def _all_registrations() -> str:
+    """Every operator's dispatch table, hashed (about 50 ms for 3,600 operators on this CPU)."""
+    h = hashlib.sha256()
+    for op in sorted(torch._C._dispatch_get_all_op_names()):
+        h.update(torch._C._dispatch_dump(op).encode())
+    return h.hexdigest()
+
+
 class TimerGuard:
     """Remembers the timing path as installed before the candidate was imported; `tampered()` names
-    what has been replaced since (a monkeypatched timer, synchronize or statistics function)."""
+    what has been replaced since: a monkeypatched timer, synchronize or statistics function, or a kernel
+    registered over an operator the runner's own work calls. `registrations_changed()` looks at every
+    operator (once, after the candidate is loaded: its static registrations run then)."""
 
     def __init__(self) -> None:
         self.installed = _timer_parts()
+        self.ops = _runner_ops()
+        self.tables = _dispatch_table(self.ops)
+        self.registrations = _all_registrations()
 
     def tampered(self) -> list[str]:
         now = _timer_parts()
-        return sorted(name for name, obj in self.installed.items() if now.get(name) is not obj)
+        replaced = [name for name, obj in self.installed.items() if now.get(name) is not obj]
+        tables = _dispatch_table(self.ops)
+        replaced += [f"the kernels of {op}" for op in self.ops if tables[op] != self.tables[op]]
+        return sorted(replaced)
+
+    def registrations_changed(self) -> bool:
+        return _all_registrations() != self.registrations
