@@ -336,6 +336,7 @@ class Server:
         if "seeds" in msg:
             self._pool(msg["seeds"], msg["digests"])
         self.timer = RoundTimer(self.device, int(msg["flush_bytes"]))
+        self.timer_guard.task_loaded()
         # The shapes and dtypes of the reference's outputs, which the null candidate writes afresh every call.
         self.null_outputs = [
             torch.ones(shape, dtype=DTYPES[dtype], device=self.device) for shape, dtype in msg["outputs"]
