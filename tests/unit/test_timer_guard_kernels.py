@@ -13,10 +13,14 @@ import json, torch
 from evalsvc.sandboxed.runtime_checks import TimerGuard
 guard = TimerGuard()
 before = {"tampered": guard.tampered(), "changed": guard.registrations_changed()}
+own = torch.library.Library("mine", "DEF")  # a candidate's own operator is its business
+own.define("f(Tensor x) -> Tensor")
+own.impl("f", lambda x: x.clone(), "CPU")
+with_own = {"tampered": guard.tampered(), "changed": guard.registrations_changed()}
 lib = torch.library.Library("aten", "IMPL")
 lib.impl("take", lambda a, i: torch.zeros(i.shape, dtype=a.dtype), "CPU")
 after = {"tampered": guard.tampered(), "changed": guard.registrations_changed()}
-print(json.dumps({"before": before, "after": after}))
+print(json.dumps({"before": before, "with_own": with_own, "after": after}))
 """
 
 
@@ -25,4 +29,5 @@ def test_an_operator_override_is_named_and_seen_at_load() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["before"] == {"tampered": [], "changed": False}
+    assert seen["with_own"] == {"tampered": [], "changed": False}
     assert seen["after"] == {"tampered": ["the kernels of aten::take"], "changed": True}
