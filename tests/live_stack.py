@@ -3,12 +3,16 @@ sandbox) and CPU-device workers, each its own process; nothing faked."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -99,3 +103,18 @@ class LiveStack:
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@contextlib.contextmanager
+def running_stack(
+    prefix: str, device_workers: dict[str, str], compile_concurrency: int
+) -> Iterator[LiveStack]:
+    """A started stack in a fresh directory, stopped and removed afterwards (a module fixture's body)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    stack = LiveStack(root, device_workers, compile_concurrency)
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
+        shutil.rmtree(root, ignore_errors=True)

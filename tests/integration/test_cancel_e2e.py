@@ -4,11 +4,8 @@ worker (as tests/rl stops its device worker); nothing here asserts on a duration
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +15,7 @@ from evalsvc.sdk import ApiError, Client
 from evalsvc.service.records import EvaluationRequest, State
 from evalsvc.suite import cases
 from tests.corpus.reader import small_task
-from tests.live_stack import CLI, LiveStack
+from tests.live_stack import CLI, LiveStack, running_stack
 
 pytestmark = pytest.mark.docker
 
@@ -28,14 +25,8 @@ COMPILE = [*CLI, "worker", "compile", "--concurrency", "1"]
 
 @pytest.fixture(scope="module")
 def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
-    root = Path(tempfile.mkdtemp(prefix="evalsvc-cancel-"))
-    s = LiveStack(root, {"cancel-cpu": "gpu.cancel-cpu"}, compile_concurrency=1)
-    try:
-        s.start()
+    with running_stack("evalsvc-cancel-", {"cancel-cpu": "gpu.cancel-cpu"}, 1) as s:
         yield s
-    finally:
-        s.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _case(expect: str):  # type: ignore[no-untyped-def]

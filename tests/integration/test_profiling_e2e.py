@@ -7,11 +7,8 @@ Token budget: text reports are counted as characters / 4 (the usual English-text
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,7 +17,7 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.suite import cases
-from tests.live_stack import LiveStack
+from tests.live_stack import LiveStack, running_stack
 
 pytestmark = pytest.mark.docker
 
@@ -33,14 +30,8 @@ def tokens(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
-    root = Path(tempfile.mkdtemp(prefix="evalsvc-prof-"))
-    s = LiveStack(root, {"prof": "gpu.cpu-p"}, compile_concurrency=1)  # the least that runs every stage
-    try:
-        s.start()
+    with running_stack("evalsvc-prof-", {"prof": "gpu.cpu-p"}, 1) as s:  # the least that runs every stage
         yield s
-    finally:
-        s.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,8 @@ sandbox and two CPU-device workers on two queues. Nothing faked."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +13,15 @@ from evalsvc.sdk import Client
 from evalsvc.service.records import EvaluationRequest
 from evalsvc.suite import cases
 from tests.corpus.reader import small_task
-from tests.live_stack import LiveStack
+from tests.live_stack import LiveStack, running_stack
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
-    root = Path(tempfile.mkdtemp(prefix="evalsvc-e2e-"))
-    s = LiveStack(root, {"cpu-a": "gpu.cpu-a", "cpu-b": "gpu.cpu-b"}, compile_concurrency=2)
-    try:
-        s.start()
+    with running_stack("evalsvc-e2e-", {"cpu-a": "gpu.cpu-a", "cpu-b": "gpu.cpu-b"}, 2) as s:
         yield s
-    finally:
-        s.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _case(task_id: str, expect: str):  # type: ignore[no-untyped-def]

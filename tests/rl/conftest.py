@@ -4,28 +4,19 @@ stack, smaller: one device worker, one compile slot."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.live_stack import LiveStack
+from tests.live_stack import LiveStack, running_stack
 
 DEVICE = "rl-cpu"
 
 
 @pytest.fixture(scope="package")
 def stack(cpu_settings) -> Iterator[LiveStack]:  # type: ignore[no-untyped-def]
-    root = Path(tempfile.mkdtemp(prefix="evalsvc-rl-"))
-    s = LiveStack(root, {DEVICE: "gpu.rl-cpu"}, compile_concurrency=1)
-    try:
-        s.start()
+    with running_stack("evalsvc-rl-", {DEVICE: "gpu.rl-cpu"}, 1) as s:
         yield s
-    finally:
-        s.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
