@@ -11,6 +11,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 
 from evalsvc.engine.codec import Arena, BadMessage, receive, send
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
+from evalsvc.sandbox.memory_bound import prepare_memory_group
 from evalsvc.sandbox.template_env import use_clean_template
 from evalsvc.sandboxed.runner import READY, RunnerSetup, runner_main
 
@@ -213,12 +215,13 @@ class UidLocks:
             self.release(uid)
 
 
-def kill_uid(uid: int, rounds: int = 20) -> int:
+def kill_uid(uid: int, rounds: int = 20, wait_s: float = 30.0) -> int:
     """SIGKILL every process running as `uid` (a runner's uid is its own while it lives, so whatever still
     runs under it after the runner is gone escaped the process-group kill: a forked child in a session of
     its own, which could slow the baselines timed next or signal the next runner). Each is stopped first,
     until none runs: a stopped process cannot fork, so a fork bomb cannot refill the process slots the kill
-    frees. Returns how many were killed."""
+    frees. Then waits up to `wait_s` until none is left but zombies: hundreds of killed fork-bomb children
+    at their memory cgroup's limit take seconds to exit on two cores. Returns how many were killed."""
     for _ in range(rounds):
         running = [pid for pid, state in processes_of(uid) if state not in ("T", "Z")]
         for pid in running:
@@ -226,18 +229,22 @@ def kill_uid(uid: int, rounds: int = 20) -> int:
                 os.kill(pid, signal.SIGSTOP)
         if not running:
             break
-    killed = 0
-    for _ in range(rounds):
-        found = [pid for pid, state in processes_of(uid) if state != "Z"]  # a zombie is init's to reap
+    killed: set[int] = set()
+    started = time.monotonic()
+    deadline = started + wait_s
+    while found := [pid for pid, state in processes_of(uid) if state != "Z"]:  # a zombie is init's to reap
         for pid in found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        killed += len(found)
-        if not found:
+        killed.update(found)
+        if time.monotonic() > deadline:
+            log.error("%d process(es) of runner uid %d left %.0f s after SIGKILL", len(found), uid, wait_s)
             break
+        time.sleep(0.05)
     if killed:
-        log.warning("killed %d leftover process(es) of runner uid %d", killed, uid)
-    return killed
+        waited = time.monotonic() - started
+        log.warning("killed %d leftover process(es) of runner uid %d in %.1f s", len(killed), uid, waited)
+    return len(killed)
 
 
 def processes_of(uid: int) -> list[tuple[int, str]]:
@@ -395,6 +402,7 @@ class RunnerLauncher:
                 memory_bytes=self.limits.memory_bytes,
                 uid=uid,
                 reference=reference,
+                memory_group=prepare_memory_group(uid, self.limits.memory_bytes) if self.isolate else None,
             )
             arena = Arena.create()
             proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)

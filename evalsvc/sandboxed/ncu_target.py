@@ -22,6 +22,7 @@ def _ncu_variables() -> dict[str, str]:
 
 def _confine(workdir: Path, isolate: bool, memory_bytes: int, uid: int) -> None:
     from evalsvc.sandbox.isolation import die_with_parent, drop_privileges
+    from evalsvc.sandbox.memory_bound import first_to_kill
     from evalsvc.sandboxed.runner import runner_environment
 
     die_with_parent()
@@ -39,6 +40,7 @@ def _confine(workdir: Path, isolate: bool, memory_bytes: int, uid: int) -> None:
         resource.setrlimit(res, (value, value))
     keep = _ncu_variables()
     if isolate:
+        first_to_kill()
         for root, dirs, files in os.walk(workdir):
             for name in dirs + files:
                 os.chown(os.path.join(root, name), uid, uid)

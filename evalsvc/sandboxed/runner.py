@@ -33,6 +33,7 @@ from evalsvc.sandbox.isolation import (
     private_filesystem_view,
     unshare_network,
 )
+from evalsvc.sandbox.memory_bound import first_to_kill, join_memory_group
 from evalsvc.sandbox.seccomp import REFERENCE_RULES, install_runner_filter
 from evalsvc.sandboxed.reference_host import ReferenceServer
 from evalsvc.sandboxed.runtime_checks import (
@@ -56,6 +57,7 @@ class RunnerSetup:
     cover: str | None = None
     fsize_bytes: int = 256 * 1024 * 1024
     reference: bool = False  # a task's code (reference_host.py), not a candidate's
+    memory_group: str | None = None  # memory_bound.prepare_memory_group's cgroup for this uid
 
 
 class CandidateError(Exception):
@@ -98,6 +100,9 @@ def _isolate(setup: RunnerSetup) -> str:
     for res, value in limits:
         resource.setrlimit(res, (value, value))
     if setup.isolate:
+        first_to_kill()
+        if setup.memory_group:
+            join_memory_group(setup.memory_group)
         for root, dirs, files in os.walk(setup.scratch):
             for name in dirs + files:
                 os.chown(os.path.join(root, name), setup.uid, setup.uid)

@@ -34,6 +34,7 @@ from evalsvc.sandbox.isolation import (
     private_filesystem_view,
     unshare_network,
 )
+from evalsvc.sandbox.memory_bound import memory_group
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
 
@@ -226,12 +227,26 @@ def runner_probe(fd: str, scratch: str, data: str, planted: str) -> None:
 
         for name in PRELOAD:
             importlib.import_module(name)
+        from evalsvc.sandbox.memory_bound import prepare_memory_group
         from evalsvc.sandboxed.runner import RunnerSetup, _isolate
 
+        group = prepare_memory_group(PROBE_UID, 3 << 30)
         setup = RunnerSetup(
-            scratch=scratch, device="cpu", isolate=True, memory_bytes=8 << 30, uid=PROBE_UID, cover=data
+            scratch=scratch,
+            device="cpu",
+            isolate=True,
+            memory_bytes=8 << 30,
+            uid=PROBE_UID,
+            cover=data,
+            memory_group=group,
         )
         workdir = _isolate(setup)
+        seen["memory_group"] = group
+        seen["oom_score_adj"] = Path("/proc/self/oom_score_adj").read_text().strip()
+        _attempt(seen, "lower_oom_score_adj", lambda: Path("/proc/self/oom_score_adj").write_text("0"))
+        seen["cgroups"] = Path("/proc/self/cgroup").read_text()
+        if group:
+            _attempt(seen, "leave_group", lambda: Path(group).parent.joinpath("cgroup.procs").write_text("0"))
         seen["pid"], seen["workdir"], seen["home"] = os.getpid(), workdir, os.environ["HOME"]
         seen["proc_pids"] = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
         parent = os.getppid()
@@ -331,6 +346,20 @@ def test_runner_sees_only_its_own_processes_and_scratch(planted: list[Path]) -> 
         assert isinstance(seen["own_segment"], int)  # its own may be made, and is gone with it:
         assert RUNNER_SHM_KEY not in _host_segments()
         assert seen["matmul"] == [[5.0, 14.0], [14.0, 50.0]]
+        # A global OOM takes it before the judge, and it cannot take that back.
+        assert seen["oom_score_adj"] == "1000"
+        assert seen["lower_oom_score_adj"] == "Permission denied"
+        found = memory_group(PROBE_UID)
+        if found is not None:  # this machine and CI's have cgroup v1's memory controller
+            group, limit_file = found
+            assert seen["memory_group"] == str(group)
+            assert f"/{group.parent.name}/{group.name}\n" in str(seen["cgroups"])
+            assert int((group / limit_file).read_text()) == 3 << 30
+            assert seen["leave_group"] in {
+                "Permission denied",
+                "Read-only file system",
+                "No such file or directory",
+            }
     finally:
         ctypes.CDLL(None).shmctl(host_shm, 0, None)  # IPC_RMID
         shutil.rmtree(data)
