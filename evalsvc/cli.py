@@ -2,29 +2,67 @@
 
 from __future__ import annotations
 
-import json
+import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from evalsvc.cli_gate import gate_cmd
 from evalsvc.cli_pools import suites_app, tasks_app
 
 app = typer.Typer(
-    help="Sandboxed kernel evaluation: compile, check and time CUDA/C++ kernels.",
+    help="Sandboxed kernel evaluation: compile, check and time CUDA/C++ kernels.\n\n"
+    "Exit codes: 0 ran (whatever the verdict); 1 `gate`: an expectation failed; 2 usage error; "
+    "3 could not run (device missing, service or Redis unreachable, internal error).",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
 
 
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(suites_app, name="suites")
+app.command("gate")(gate_cmd)
+
+
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        typer.echo(f"evalsvc {version('evalsvc')}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version and exit")
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback when a command fails")] = False,
+) -> None:
     """evalsvc: evaluate kernels locally, or run and use the service."""
+
+
+def main() -> None:
+    """The `evalsvc` command: a failure ends in one or two lines and an exit code that says what kind it
+    was (cli_exit), a traceback only with --debug or EVALSVC_DEBUG=1."""
+    from evalsvc.cli_exit import explain
+
+    debug = "--debug" in sys.argv[1:] or os.environ.get("EVALSVC_DEBUG") == "1"
+    if not debug:  # each retry of a request would be a line; the failure, if it comes, is said once
+        logging.getLogger("evalsvc.sdk").setLevel(logging.ERROR)
+    try:
+        app()
+    except Exception as e:
+        if debug:
+            raise
+        code, lines = explain(e)
+        for line in lines:
+            typer.echo(line, err=True)
+        sys.exit(code)
 
 
 @app.command("eval")
@@ -39,33 +77,28 @@ def eval_cmd(
     profile: Annotated[bool, typer.Option("--profile", help="profile the candidate after timing it")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result document as JSON")] = False,
 ) -> None:
-    """Evaluate one solution locally. Exit code 0 when it ran, whatever the verdict."""
+    """Evaluate one solution locally. Exit 0 when it ran, whatever the verdict; 3 when it could not run
+    here (the device is not on this machine, the sandbox cannot start, an internal error)."""
+    from evalsvc.cli_exit import COULD_NOT_RUN, require_device, result_json
     from evalsvc.cli_files import read_solution, read_task
     from evalsvc.core.options import EvalOptions
+    from evalsvc.core.results import Status
     from evalsvc.render import render_result
-    from evalsvc.sandbox.base import SandboxUnavailable
     from evalsvc.settings import Settings
     from evalsvc.wiring import make_local_pipeline
 
     settings = Settings(device=device) if device else Settings()
-    try:
-        task_spec = read_task(task, meta)
-        sol = read_solution(solution)
-        engine = make_local_pipeline(settings)
-    except SandboxUnavailable as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    except ValueError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    require_device(settings.device)
+    task_spec = read_task(task, meta)
+    sol = read_solution(solution)
+    engine = make_local_pipeline(settings)
     options = EvalOptions(
         trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline, profile=profile
     )
     result = engine.evaluate(task_spec, sol, options)
-    if as_json:
-        sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
-    else:
-        sys.stdout.write(render_result(result) + "\n")
+    sys.stdout.write((result_json(result, None, "done") if as_json else render_result(result)) + "\n")
+    if result.status is Status.INTERNAL_ERROR:
+        raise typer.Exit(COULD_NOT_RUN)
 
 
 @app.command()
@@ -160,16 +193,25 @@ def _gpu_class(device: str) -> str:
 def up(
     data_dir: Annotated[Path, typer.Option(help="state, logs, artifacts")] = Path("var"),
     port: int = 8000,
+    redis_url: Annotated[
+        str | None, typer.Option(help="where the stack's Redis listens (default: EVALSVC_REDIS_URL)")
+    ] = None,
+    use_running_redis: Annotated[
+        bool, typer.Option(help="keep jobs in a Redis already at --redis-url that is not this stack's")
+    ] = False,
     metrics_port: Annotated[
         int, typer.Option(help="the compile worker's exporter; device workers: next")
     ] = 9101,
+    prometheus_port: Annotated[int, typer.Option(help="Prometheus, when installed")] = 9090,
     demo: Annotated[bool, typer.Option(help="evaluate a bundled example through the API")] = True,
     exit_after_demo: Annotated[bool, typer.Option(help="stop everything after the demo")] = False,
 ) -> None:
     """Start Redis, the gateway, a compile worker and one worker per GPU (a CPU worker without one), and
-    keep them running: a child that exits is started again. Secrets (EVALSVC_API_KEYS, EVALSVC_REDIS_URL,
-    from the environment or EVALSVC_SECRETS_DIR) reach each child as files, only those it needs."""
+    keep them running: a child that exits is started again. SIGTERM or SIGINT stops every child. Secrets
+    (EVALSVC_API_KEYS, EVALSVC_REDIS_URL, from the environment or EVALSVC_SECRETS_DIR) reach each child as
+    files, only those it needs."""
     import logging
+    import signal
     import time
 
     from evalsvc.settings import Settings
@@ -181,15 +223,24 @@ def up(
     settings = Settings()
     stack = Stack(
         data_dir=data_dir,
-        redis_url=settings.redis_url,
+        redis_url=redis_url or settings.redis_url,
         port=port,
         metrics_port=metrics_port,
+        prometheus_port=prometheus_port,
         api_keys=settings.api_keys,
     )
+
+    def stop_on_signal(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time: `finally` below does it
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
     gpus = visible_gpus()
     code = 0
     try:
-        stack.start_redis()
+        stack.start_redis(reuse_foreign=use_running_redis)
         stack.start_services(gpus)
         typer.echo(
             f"starting: redis, gateway :{port}, compile worker, "
@@ -205,11 +256,11 @@ def up(
             while True:
                 stack.supervise()
                 time.sleep(1)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt as e:
+        typer.echo(f"stopping ({e or 'SIGINT'}): every child of this stack", err=True)
     except RuntimeError as e:
         typer.echo(f"error: {e}", err=True)
-        code = 1
+        code = 3
     finally:
         stack.stop()
     raise typer.Exit(code)
@@ -239,19 +290,34 @@ def submit(
     url: Annotated[str, typer.Option(envvar="EVALSVC_URL")] = "http://127.0.0.1:8000",
     api_key: Annotated[str | None, typer.Option(envvar="EVALSVC_API_KEY")] = None,
     wait: Annotated[bool, typer.Option(help="wait for the result")] = False,
+    device_class: Annotated[str, typer.Option(help="the device class to run on, e.g. H200")] = "default",
+    trials: Annotated[int | None, typer.Option(help="correctness trials")] = None,
+    budget: Annotated[float, typer.Option(help="timing budget per subject, seconds")] = 5.0,
+    no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline")] = False,
+    profile: Annotated[bool, typer.Option("--profile", help="profile the candidate after timing it")] = False,
+    timeout: Annotated[float, typer.Option(help="with --wait: seconds to wait")] = 1800,
+    as_json: Annotated[bool, typer.Option("--json", help="print it as `eval --json` does")] = False,
 ) -> None:
     """Submit a solution to a running service; prints the evaluation id (or the result with --wait)."""
+    from evalsvc.cli_exit import CLI_RETRY, result_json
     from evalsvc.cli_files import read_solution, read_task
+    from evalsvc.core.options import EvalOptions
     from evalsvc.render import render_result
     from evalsvc.sdk import Client
 
-    with Client(url, api_key) as client:
-        view = client.submit(read_task(task), read_solution(solution))
-        if not wait:
-            typer.echo(view.id)
-            return
-        view = client.wait(view.id)
-    typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state}")
+    options = EvalOptions(
+        trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline, profile=profile
+    )
+    with Client(url, api_key, retry=CLI_RETRY) as client:
+        view = client.submit(read_task(task), read_solution(solution), options, device_class)
+        if wait:
+            view = client.wait(view.id, timeout)
+    if as_json:
+        typer.echo(result_json(view.result, view.id, view.state.value))
+    elif not wait:
+        typer.echo(view.id)
+    else:
+        typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state.value}")
 
 
 @app.command("rl-reward-server")
@@ -277,19 +343,20 @@ def wait_cmd(
     url: Annotated[str, typer.Option(envvar="EVALSVC_URL")] = "http://127.0.0.1:8000",
     api_key: Annotated[str | None, typer.Option(envvar="EVALSVC_API_KEY")] = None,
     timeout: float = 600,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print it as `eval --json` does")] = False,
 ) -> None:
     """Wait for an evaluation and print its result."""
+    from evalsvc.cli_exit import CLI_RETRY, result_json
     from evalsvc.render import render_result
     from evalsvc.sdk import Client
 
-    with Client(url, api_key) as client:
+    with Client(url, api_key, retry=CLI_RETRY) as client:
         view = client.wait(evaluation_id, timeout)
     if as_json:
-        typer.echo(view.model_dump_json(indent=2))
+        typer.echo(result_json(view.result, view.id, view.state.value))
     else:
-        typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state}")
+        typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state.value}")
 
 
 if __name__ == "__main__":
-    app()
+    main()

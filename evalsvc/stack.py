@@ -128,13 +128,29 @@ class Stack:
         directory = write_secrets(self.data_dir / "secrets" / role, secrets)
         return {SECRETS_DIR_VARIABLE: str(directory)}
 
-    def start_redis(self) -> None:
-        """Start a persistent (AOF) Redis unless one already answers at redis_url."""
+    def start_redis(self, reuse_foreign: bool = False) -> None:
+        """Start a persistent (AOF) Redis in data_dir/redis. One already answering at redis_url is used when
+        it is that Redis (an `up` before this one left it running), or with `reuse_foreign`; else refused,
+        since the stack would keep its jobs in somebody else's database."""
         u = urlparse(self.redis_url)
         host, port = u.hostname or "127.0.0.1", u.port or 6379
-        if _port_open(host, port):
-            return
         rdir = self.data_dir / "redis"
+        if _port_open(host, port):
+            owner = _redis_dir(self.redis_url)
+            if owner == str(rdir.resolve()):
+                log.warning(
+                    "using the Redis already running at %s:%d (this data dir's, %s)", host, port, owner
+                )
+                return
+            if not reuse_foreign:
+                raise RuntimeError(
+                    f"a Redis that is not this stack's answers at {host}:{port} (dir: {owner or 'unknown'}); "
+                    "give --redis-url another port, or --use-running-redis to keep jobs in it"
+                )
+            log.warning(
+                "using the Redis at %s:%d that is not this stack's (dir %s), as asked", host, port, owner
+            )
+            return
         rdir.mkdir(parents=True, exist_ok=True)
         self._spawn("redis", redis_command(port, rdir, host=host, password=u.password), {})
         _wait_for(lambda: _port_open(host, port), 20, "redis")
@@ -245,6 +261,18 @@ class Stack:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(c.proc.pid, signal.SIGKILL)
+
+
+def _redis_dir(url: str) -> str | None:
+    """The data directory of the Redis at `url` (CONFIG GET dir), None when it will not say."""
+    import redis
+
+    try:
+        with redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) as client:
+            found = client.config_get("dir").get("dir")
+    except redis.RedisError:
+        return None
+    return found.decode() if isinstance(found, bytes) else found
 
 
 def visible_gpus() -> list[str]:
