@@ -95,7 +95,9 @@ def listener():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_hostile_submission(hostile_pipeline, planted: str, listener: Listener, path: Path) -> None:  # type: ignore[no-untyped-def]
     task = read_task(CORPUS / "task.py")
+    base_kib = _reset_peak_rss()
     result = hostile_pipeline.evaluate(task, read_solution(path), OPTS)
+    growth_mib = (_vm_kib("VmHWM") - base_kib) >> 10
     expect = header(path)["expect"]
     print(f"{path.stem}: expected {expect}, got {result.status.value}: {(result.message or '')[:120]!r}")
     assert result.status is Status(expect), result.message
@@ -108,9 +110,26 @@ def test_hostile_submission(hostile_pipeline, planted: str, listener: Listener, 
     if result.compile is not None and len(result.compile.log_excerpt) > 0:
         assert len(result.compile.log_excerpt) <= 4000
     assert _orphans() == []  # nothing the candidate started outlives its runner
+    if "judge_growth_max_mib" in header(path):  # what the candidate made the judge itself hold, at its peak
+        limit = int(header(path)["judge_growth_max_mib"])
+        assert growth_mib <= limit, f"the judge's peak RSS grew by {growth_mib} MiB"
     honest = read_solution(CORPUS.parents[1].parent / "evalsvc/examples/l1/relu/cpu_ok.py")
     follow_up = hostile_pipeline.evaluate(task, honest, OPTS)
     assert follow_up.status is Status.OK, follow_up.message
+
+
+def _vm_kib(field: str) -> int:
+    """A VmRSS/VmHWM figure of this process (the judge) from /proc/self/status, in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _reset_peak_rss() -> int:
+    """Reset this process's peak RSS (VmHWM) to its current RSS (clear_refs 5) and return that RSS, KiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _vm_kib("VmRSS")
 
 
 def _orphans() -> list[int]:

@@ -27,7 +27,7 @@ from evalsvc.engine.launcher import RunnerLimits
 from evalsvc.engine.reference import ReferenceFailed
 from evalsvc.settings import Settings
 from tests.corpus.reader import header
-from tests.integration.test_hostile import Listener, _orphans
+from tests.integration.test_hostile import Listener, _orphans, _reset_peak_rss, _vm_kib
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "tests" / "corpus" / "hostile_tasks"
@@ -100,7 +100,9 @@ def test_hostile_task(pipeline, planted: str, listener: Listener, path: Path) ->
         _follow_up(pipeline)
         return
     candidate = read_solution(WRONG if meta["candidate"] == "wrong" else HONEST)
+    base_kib = _reset_peak_rss()
     result = pipeline.evaluate(task, candidate, OPTS)
+    growth_mib = (_vm_kib("VmHWM") - base_kib) >> 10
     message = result.message or ""
     print(f"{path.stem}: expected {meta['expect']}, got {result.status.value}: {message[:160]!r}")
     assert result.status is Status(meta["expect"]), message
@@ -111,6 +113,8 @@ def test_hostile_task(pipeline, planted: str, listener: Listener, path: Path) ->
     assert planted not in result.model_dump_json()
     assert listener.received == []
     assert _orphans() == []  # nothing the task started outlives its process
+    if "judge_growth_max_mib" in meta:  # what the task made the judge itself hold, at its peak
+        assert growth_mib <= int(meta["judge_growth_max_mib"]), f"the judge's peak RSS grew by {growth_mib} MiB"
     if meta.get("kept") == "closed":  # holding too much to be kept for the next evaluation
         assert task.id not in judge.tasks._processes
     if meta.get("kept") == "stopped":  # kept for the next evaluation of the task, and stopped meanwhile
