@@ -24,13 +24,16 @@ import mmap
 import os
 import select
 import struct
+import time
 from typing import Any
 
 import torch
 
 MARK = "__evalsvc_tensor__"
+SAME = "same"  # with MARK: the tensor of that index again
 MAX_MESSAGE_BYTES = 32 * 1024**3
 MAX_ARENA_BYTES = 8 * 1024**3
+MAX_HEADER_BYTES = 64 * 1024**2  # a header holds no tensor bytes: shapes, numbers, messages
 ALIGN = 64
 FRAME_PIECE = 16 * 1024**2  # a pipe frame is read in pieces of this size
 DTYPES = {
@@ -119,23 +122,24 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) -> None:
-    """Write `obj` to a multiprocessing connection: header, tensor bytes into `arena` where they fit
-    (after growing it, with `grow`, to the message plus room for a reply as large as its largest tensor),
-    then one pipe frame per tensor that did not fit."""
+def _stripped(obj: Any) -> tuple[Any, list[torch.Tensor], list[dict[str, Any]]]:
+    """`obj` with each tensor replaced by its marker; the tensors and their markers, in order. A tensor the
+    message holds twice (tied weights, one buffer under ten names) is sent once and marked SAME after."""
     tensors: list[torch.Tensor] = []
     markers: list[dict[str, Any]] = []
+    sent: dict[tuple[Any, ...], int] = {}
 
     def strip(o: Any) -> Any:
         if isinstance(o, torch.Tensor):
+            key = _alias_key(o)
+            if key in sent:
+                return {MARK: sent[key], SAME: True}
+            sent[key] = len(tensors)
             tensors.append(o)
-            marker = {
-                MARK: len(tensors) - 1,
-                "dtype": str(o.dtype).removeprefix("torch."),
-                "shape": list(o.shape),
-            }
-            markers.append(marker)
-            return marker
+            markers.append(
+                {MARK: sent[key], "dtype": str(o.dtype).removeprefix("torch."), "shape": list(o.shape)}
+            )
+            return markers[-1]
         if isinstance(o, list):
             return [strip(x) for x in o]
         if isinstance(o, tuple):
@@ -144,7 +148,14 @@ def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) ->
             return {k: strip(v) for k, v in o.items()}
         return o
 
-    head = strip(obj)
+    return strip(obj), tensors, markers
+
+
+def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) -> None:
+    """Write `obj` to a multiprocessing connection: header, tensor bytes into `arena` where they fit
+    (after growing it, with `grow`, to the message plus room for a reply as large as its largest tensor),
+    then one pipe frame per tensor that did not fit."""
+    head, tensors, markers = _stripped(obj)
     sizes = [t.numel() * t.element_size() for t in tensors]
     if arena is not None and grow and sizes:
         arena.reserve(sum(_aligned(n) for n in sizes) + _aligned(max(sizes)))
@@ -168,20 +179,29 @@ def send(conn: Any, obj: Any, arena: Arena | None = None, grow: bool = False) ->
                 conn.send_bytes(b"")
 
 
+def _alias_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensors one: the same bytes seen the same way."""
+    return (t.device, t.dtype, t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride())
+
+
 def receive(
     conn: Any,
     map_location: str | torch.device | None = None,
     timeout_s: float | None = None,
     arena: Arena | None = None,
     in_place: bool = False,
+    max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> Any:
-    """Read one message written by `send`; BadMessage for anything malformed, TimeoutError if a frame
-    does not arrive within `timeout_s` (the header's arrival is the caller's to wait for). With `in_place`
+    """Read one message written by `send`; BadMessage for anything malformed, for tensors of more than
+    `max_bytes` in all (the judge passes the sender's own memory limit: a process could otherwise make
+    the judge hold many copies of one buffer) or for tensors that overlap in the arena; TimeoutError
+    when the whole message has not arrived within `timeout_s` of its first byte (the first byte's arrival is
+    the caller's to wait for). With `in_place`
     (the runner reading the judge's messages) CPU tensors in the arena are views of it, not copies: the
     judge writes nothing there until the runner has answered, and the runner can only spoil its own
     inputs. The judge always copies what the runner wrote, which the runner could change afterwards."""
     try:
-        return _receive(conn, map_location, timeout_s, arena, in_place)
+        return _receive(conn, map_location, timeout_s, arena, in_place, max_bytes)
     except MemoryError:  # a header claiming more than this process can hold
         raise BadMessage("a message too large to receive") from None
 
@@ -192,22 +212,37 @@ def _receive(
     timeout_s: float | None,
     arena: Arena | None,
     in_place: bool,
+    max_bytes: int,
 ) -> Any:
-    head = decode(conn.recv_bytes())
-    budget = [MAX_MESSAGE_BYTES]
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    head = decode(bytes(_read_frame(conn.fileno(), None, deadline, MAX_HEADER_BYTES)))
+    budget = [max_bytes]
     device = torch.device(map_location) if map_location is not None else None
     mapped = arena.mapping() if arena is not None else None
+    taken: list[tuple[int, int]] = []  # arena ranges already read: `send` never writes two at one place
+    built: dict[Any, torch.Tensor] = {}
 
     def frame(marker: dict[str, Any]) -> torch.Tensor:
+        if type(marker[MARK]) is not int:
+            raise BadMessage(f"bad tensor header {str(marker)[:200]}")
+        if marker.get(SAME) is True:  # the same tensor again: one object, as the sender had it
+            if marker[MARK] not in built:
+                raise BadMessage(f"a repeat of tensor {str(marker[MARK])[:40]}, not sent before it")
+            return built[marker[MARK]]
         dtype, shape, nbytes = _sized(marker)
         budget[0] -= nbytes
         if budget[0] < 0:
-            raise BadMessage(f"message over {MAX_MESSAGE_BYTES} bytes")
+            raise BadMessage(f"message of tensors over {max_bytes} bytes")
         if "at" in marker:
-            raw = _from_arena(mapped, marker["at"], nbytes, device, in_place)
+            at = marker["at"]
+            if type(at) is int and any(at < end and start < at + nbytes for start, end in taken):
+                raise BadMessage(f"tensor at {at} overlaps another in the shared arena")
+            raw = _from_arena(mapped, at, nbytes, device, in_place)
+            taken.append((at, at + nbytes))
         else:
-            raw = _from_pipe(conn, nbytes, timeout_s, device)
-        return raw.view(dtype).reshape(shape)
+            raw = _from_pipe(conn, nbytes, deadline, device)
+        built[marker[MARK]] = raw.view(dtype).reshape(shape)
+        return built[marker[MARK]]
 
     def rebuild(o: Any) -> Any:
         if isinstance(o, dict):
@@ -241,36 +276,43 @@ def _from_arena(
     return src if in_place else src.clone()
 
 
-def _from_pipe(conn: Any, nbytes: int, timeout_s: float | None, device: torch.device | None) -> torch.Tensor:
-    if timeout_s is not None and not conn.poll(timeout_s):
-        raise TimeoutError("a tensor frame did not arrive")
-    buf = _read_frame(conn.fileno(), nbytes, timeout_s)
+def _from_pipe(conn: Any, nbytes: int, deadline: float | None, device: torch.device | None) -> torch.Tensor:
+    buf = _read_frame(conn.fileno(), nbytes, deadline)
     t = torch.frombuffer(buf, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
     return t.to(device) if device is not None else t
 
 
-def _read_frame(fd: int, nbytes: int, timeout_s: float | None) -> bytearray:
+def _read_frame(
+    fd: int, nbytes: int | None, deadline: float | None, limit: int = MAX_MESSAGE_BYTES
+) -> bytearray:
     """One multiprocessing frame (a 4-byte big-endian length, or -1 and an 8-byte one, then the bytes) read
     from the pipe in pieces, so memory follows the bytes that arrive, never what a header claims (a task
-    claimed 30 GiB and sent one byte). Its length must be the tensor header's."""
-    (size,) = struct.unpack("!i", _read_exactly(fd, 4, timeout_s))
+    claimed 30 GiB and sent one byte), by `deadline` (a task that sent a length and one byte held the judge
+    in a read with no end). Its length must be `nbytes` (a tensor's, from its header) or, for a message's
+    header, at most `limit`."""
+    (size,) = struct.unpack("!i", _read_exactly(fd, 4, deadline))
     if size == -1:
-        (size,) = struct.unpack("!Q", _read_exactly(fd, 8, timeout_s))
+        (size,) = struct.unpack("!Q", _read_exactly(fd, 8, deadline))
+    if nbytes is None:
+        if not 0 <= size <= limit:
+            raise BadMessage(f"a message header of {size} bytes (at most {limit})")
+        return _read_exactly(fd, size, deadline)
     if size < nbytes:  # read past, so that the pipe stays in step for whoever reads it next
-        _read_exactly(fd, size, timeout_s)
+        _read_exactly(fd, size, deadline)
     if size != nbytes:
         raise BadMessage(f"tensor frame of {size} bytes, header says {nbytes}")
-    return _read_exactly(fd, size, timeout_s)
+    return _read_exactly(fd, size, deadline)
 
 
-def _read_exactly(fd: int, n: int, timeout_s: float | None) -> bytearray:
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytearray:
     buf = bytearray()
     while len(buf) < n:
-        ready, _, _ = select.select([fd], [], [], timeout_s)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([fd], [], [], left)
         if not ready:
-            raise TimeoutError("a tensor frame did not arrive")
+            raise TimeoutError("the message did not arrive in time")
         piece = os.read(fd, min(n - len(buf), FRAME_PIECE))
         if not piece:
-            raise EOFError("the pipe closed inside a tensor frame")
+            raise EOFError("the pipe closed inside a message")
         buf += piece
     return buf

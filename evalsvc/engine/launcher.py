@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsvc.engine.codec import Arena, BadMessage, receive, send
+from evalsvc.engine.codec import MAX_MESSAGE_BYTES, Arena, BadMessage, receive, send
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
 from evalsvc.sandbox.memory_bound import prepare_memory_group
 from evalsvc.sandbox.template_env import use_clean_template
@@ -67,6 +67,7 @@ class RunnerHandle:
         uid: int,
         on_close: Callable[[int], None] | None = None,
         isolated: bool = False,
+        reply_limit: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.proc = proc
         self.conn = conn
@@ -76,6 +77,7 @@ class RunnerHandle:
         self.uid = uid
         self._on_close = on_close  # hands the uid back to the launcher once the process is gone
         self.isolated = isolated  # it runs as `uid`, which no other live process has
+        self.reply_limit = reply_limit  # tensor bytes one reply may make the judge hold (codec.receive)
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
         self.closed = False
@@ -113,7 +115,7 @@ class RunnerHandle:
             if not self.conn.poll(timeout_s):
                 self.kill()
                 raise RunnerTimeout(f"no answer within {timeout_s:.0f} s")
-            reply = receive(self.conn, map_location=self.device, timeout_s=timeout_s, arena=self.arena)
+            reply = receive(self.conn, self.device, timeout_s, self.arena, max_bytes=self.reply_limit)
         except TimeoutError:
             self.kill()
             raise RunnerTimeout(f"the answer did not arrive within {timeout_s:.0f} s") from None
@@ -411,4 +413,8 @@ class RunnerLauncher:
             self._free_uid(uid)
             raise
         child.close()
-        return RunnerHandle(proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate)
+        # On the CPU device a reply's tensors stay in the judge's memory: no more than the sender may hold.
+        limit = self.limits.memory_bytes if self.device == "cpu" else MAX_MESSAGE_BYTES
+        return RunnerHandle(
+            proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate, limit
+        )

@@ -30,7 +30,8 @@ def _suite(tmp_path: Path, expectations: dict[str, dict[str, object]]) -> Path:
         shutil.copy(RELU / name, folder / "relu" / name)
         solutions.append({"path": f"relu/{name}", "device": "cpu", **expect})
     suite = folder / "kernels.json"
-    suite.write_text(json.dumps({"tasks": [{"id": "l1/relu", "task": "relu/task.py", "solutions": solutions}]}))
+    task = {"id": "l1/relu", "task": "relu/task.py", "solutions": solutions}
+    suite.write_text(json.dumps({"tasks": [task]}))
     return suite
 
 
@@ -92,7 +93,7 @@ def test_one_expectation_missed_exit_1_and_one_junit_failure(docker_ready: None,
     [
         ({"path": "relu/missing.py", "device": "cpu", "expect": "ok"}, "does not exist"),
         ({"path": "relu/cpu_ok.py", "device": "cpu", "expect": "fine"}, "'fine' is not a valid Status"),
-        ({"path": "relu/cpu_ok.py", "device": "cpu", "expect": "ok", "min_reward": "NaN"}, "must be a number"),
+        ({"path": "relu/cpu_ok.py", "device": "cpu", "expect": "ok", "min_reward": "1"}, "must be a number"),
         ({"path": "relu/cpu_ok.py", "device": "tpu", "expect": "ok"}, "device must be 'cpu' or 'cuda'"),
     ],
 )

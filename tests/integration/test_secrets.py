@@ -262,7 +262,7 @@ def _evaluate(
     return json.loads(view.model_dump_json())
 
 
-def test_evalsvc_up_keeps_secrets_from_children_and_restarts_a_killed_worker(
+def test_evalsvc_up_keeps_secrets_from_children_restarts_a_killed_worker_and_stops_on_sigterm(
     up: UpStack, planted: Planted
 ) -> None:
     # Secrets reached the children that need them, as files: the API needs the key, the workers the password.
@@ -298,6 +298,23 @@ def test_evalsvc_up_keeps_secrets_from_children_and_restarts_a_killed_worker(
     up.wait(lambda: "worker-cpu started again" in up.log.read_text(), 120, "the worker's restart")
     after = _evaluate(up, planted.api_key)
     assert after["result"]["status"] == "ok", after
+
+    # SIGTERM (what Kubernetes, systemd and CI send) stops every process the stack started, and `up` with it.
+    everything = [up.proc.pid, *up.children()]
+    up.proc.send_signal(signal.SIGTERM)
+    up.proc.wait(timeout=90)
+    left = [pid for pid in everything if _running(pid)]
+    assert left == [], [_cmdline(pid) for pid in left]
+    assert "stopping (SIGTERM)" in up.log.read_text()
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
     assert re.search(r"worker-cpu exited with code -9", up.log.read_text())
 
 

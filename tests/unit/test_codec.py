@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import struct
 from typing import Any
 
 import pytest
@@ -99,6 +100,57 @@ def test_a_lying_frame_is_a_bad_message() -> None:
     a.send_bytes(encode({"out": {MARK: 0, "dtype": "object", "shape": [1]}}))
     with pytest.raises(BadMessage, match="bad tensor header"):
         receive(b)
+
+
+def test_one_arena_range_read_twice_is_a_bad_message(arena: Arena) -> None:
+    # Twenty markers at one offset made the judge copy one 255 MiB buffer twenty times (red team 2026-12-06).
+    arena.reserve(4096 * 1024)
+    a, b = mp.Pipe(duplex=True)
+    one = {MARK: 0, "dtype": "float32", "shape": [1024]}
+    a.send_bytes(encode({"out": [{**one, "at": 0}, {**one, MARK: 1, "at": 4096}]}))  # side by side: fine
+    assert [t.shape for t in receive(b, arena=arena)["out"]] == [(1024,), (1024,)]
+    a.send_bytes(encode({"out": [{**one, "at": 0}, {**one, MARK: 1, "at": 2048}]}))
+    with pytest.raises(BadMessage, match="overlaps another"):
+        receive(b, arena=arena)
+
+
+def test_tensors_past_the_receivers_limit_are_a_bad_message(arena: Arena) -> None:
+    a, b = mp.Pipe(duplex=True)
+    send(a, {"out": [torch.zeros(1024), torch.zeros(1024)]}, arena, grow=True)
+    with pytest.raises(BadMessage, match="over 6000 bytes"):
+        receive(b, arena=arena, max_bytes=6000)
+    send(a, {"out": [torch.zeros(1024), torch.zeros(1024)]}, arena)
+    assert len(receive(b, arena=arena, max_bytes=8192)["out"]) == 2
+
+
+def test_a_header_that_never_ends_or_is_too_large_does_not_hold_the_receiver() -> None:
+    a, b = mp.Pipe(duplex=True)
+    os.write(a.fileno(), struct.pack("!i", -1) + struct.pack("!Q", 8 << 30) + b"x")  # 8 GiB claimed, 1 sent
+    with pytest.raises(BadMessage, match="message header of 8589934592 bytes"):
+        receive(b, timeout_s=5)
+    a, b = mp.Pipe(duplex=True)
+    os.write(a.fileno(), struct.pack("!i", 1000) + b"x")
+    with pytest.raises(TimeoutError):
+        receive(b, timeout_s=0.5)
+
+
+@pytest.mark.parametrize("through_arena", [True, False])
+def test_a_tensor_held_twice_travels_once_and_arrives_as_one(arena: Arena, through_arena: bool) -> None:
+    # Ten names of one 256 MiB buffer (a task's state_dict) made the judge receive 2.5 GiB (red team 2026-12-06).
+    a, b = mp.Pipe(duplex=True)
+    big = torch.arange(1 << 10, dtype=torch.float32)  # small: the pipe holds it all, no reader yet
+    state = {f"w{i}": big.detach() for i in range(10)} | {"half": big[: 1 << 9], "other": big.clone()}
+    send(a, state, arena if through_arena else None, grow=through_arena)
+    got = receive(b, arena=arena, max_bytes=3 * big.nbytes)  # the view and the clone are tensors of their own
+    assert all(got[f"w{i}"] is got["w0"] for i in range(10)) and torch.equal(got["w0"], big)
+    assert got["half"] is not got["w0"] and torch.equal(got["half"], big[: 1 << 9])
+    assert got["other"] is not got["w0"] and torch.equal(got["other"], big)
+    a.send_bytes(encode({"out": {MARK: 3, "same": True}}))
+    with pytest.raises(BadMessage, match="not sent before it"):
+        receive(b, arena=arena)
+    a.send_bytes(encode({"out": {MARK: [1], "same": True}}))
+    with pytest.raises(BadMessage, match="bad tensor header"):
+        receive(b, arena=arena)
 
 
 def test_the_other_side_cannot_shrink_the_arena(arena: Arena) -> None:

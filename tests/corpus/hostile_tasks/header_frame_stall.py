@@ -9,7 +9,9 @@
 # the judge in multiprocessing Connection._recv -> os.read, from codec._receive <- RunnerHandle.request <-
 # Reference.inputs <- Judge._task_quality; pytest-timeout failed the test at 605 s ("1 failed in 605.22s").
 # No memory grew (the task sent 13 bytes).
-# fixed when: the header frame is read under the call's timeout and bounded in size
+# fixed: a header frame is read in pieces by the call's deadline (TimeoutError: the task's process is killed)
+# and refused past MAX_HEADER_BYTES (64 MiB; the 8 GiB claim of the first version is refused at once, in
+# tests/unit/test_codec.py); this case now claims 4 KiB, so that it meets the deadline
 # expect: internal_error
 # failure: task_invalid
 # candidate: ok
@@ -28,7 +30,7 @@ if not getattr(_rh, "_stalled", False):
 
     def _stalling_send(conn, obj, arena=None, *a, **k):
         if isinstance(obj, dict) and obj.get("ok") and "inputs" in obj:
-            os.write(conn.fileno(), struct.pack("!i", -1) + struct.pack("!Q", 8 * 1024**3) + b"\x80")
+            os.write(conn.fileno(), struct.pack("!i", 4096) + b"\x80")
             return  # the server loop waits for the judge's next message, which never comes
         return _send(conn, obj, arena, *a, **k)
 

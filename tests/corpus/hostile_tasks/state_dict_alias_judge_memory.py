@@ -10,10 +10,10 @@
 # 287 MiB (memory.usage_in_bytes); no oom-kill. The honest candidate's runner then died on the load message
 # (its RLIMIT_AS cannot map the 2.75 GiB arena: BadMessage, exit 1), so the current verdict blames the
 # candidate: runtime_error "the candidate process ended (exit code 1)".
-# fixed when: the judge bounds what it takes from a task's (or candidate's) process by that process's own
-# memory limit (counting bytes received, aliases included), and refuses the rest as the task's fault
-# expect: internal_error
-# failure: task_invalid
+# fixed: a tensor a message holds twice is sent once and arrives as one object (codec: SAME markers), so the
+# judge and the candidate hold one 256 MiB buffer, tied as the task had it, and the honest candidate is `ok`;
+# what a reply may make the judge hold is bounded by the sender's memory limit besides (CPU device)
+# expect: ok
 # candidate: ok
 # judge_growth_max_mib: 4096
 import torch
