@@ -114,7 +114,8 @@ def test_hostile_task(pipeline, planted: str, listener: Listener, path: Path) ->
     assert listener.received == []
     assert _orphans() == []  # nothing the task started outlives its process
     if "judge_growth_max_mib" in meta:  # what the task made the judge itself hold, at its peak
-        assert growth_mib <= int(meta["judge_growth_max_mib"]), f"the judge's peak RSS grew by {growth_mib} MiB"
+        limit = int(meta["judge_growth_max_mib"])
+        assert growth_mib <= limit, f"the judge's peak RSS grew by {growth_mib} MiB"
     if meta.get("kept") == "closed":  # holding too much to be kept for the next evaluation
         assert task.id not in judge.tasks._processes
     if meta.get("kept") == "stopped":  # kept for the next evaluation of the task, and stopped meanwhile

@@ -136,7 +136,7 @@ def test_a_header_that_never_ends_or_is_too_large_does_not_hold_the_receiver() -
 
 @pytest.mark.parametrize("through_arena", [True, False])
 def test_a_tensor_held_twice_travels_once_and_arrives_as_one(arena: Arena, through_arena: bool) -> None:
-    # Ten names of one 256 MiB buffer (a task's state_dict) made the judge receive 2.5 GiB (red team 2026-12-06).
+    # Ten names of one 256 MiB buffer (a task's state_dict) made the judge take 2.5 GiB (red team 2026-12-06).
     a, b = mp.Pipe(duplex=True)
     big = torch.arange(1 << 10, dtype=torch.float32)  # small: the pipe holds it all, no reader yet
     state = {f"w{i}": big.detach() for i in range(10)} | {"half": big[: 1 << 9], "other": big.clone()}
