@@ -11,10 +11,12 @@
 # (its RLIMIT_AS cannot map the 2.75 GiB arena: BadMessage, exit 1), so the current verdict blames the
 # candidate: runtime_error "the candidate process ended (exit code 1)".
 # fixed: a tensor a message holds twice is sent once and arrives as one object (codec: SAME markers), so the
-# judge and the candidate hold one 256 MiB buffer, tied as the task had it, and the honest candidate is `ok`;
-# what a reply may make the judge hold is bounded by the sender's memory limit besides (CPU device)
-# expect: ok
+# judge and the candidate hold one 256 MiB buffer, tied as the task had it; the relu candidate registers none
+# of the ten names, so it is told its parameters do not match (as for any task with weights it lacks); what a
+# reply may make the judge hold is bounded by the sender's memory limit besides (CPU device)
+# expect: runtime_error
 # candidate: ok
+# message: parameters do not match
 # judge_growth_max_mib: 4096
 import torch
 import torch.nn as nn
