@@ -25,9 +25,9 @@ C++/CUDA (`check_native`)
   constructors, the Python interpreter, token pasting.
 - `native-cache`: static or namespace-scope tensors, containers or pointers that outlive a call.
 
-The compile stage (`evalsvc/build/stage.py`) adds two, and the object screen its own
-(`evalsvc/build/symbol_screen.py`: what the built objects link to and what their code does):
-- `build-flag`: a compile or link flag outside the allowlist (`evalsvc/build/flags.py`): paths, files
+The compile stage (`evalsvc/compiler/stage.py`) adds two, and the object screen its own
+(`evalsvc/compiler/symbol_screen.py`: what the built objects link to and what their code does):
+- `build-flag`: a compile or link flag outside the allowlist (`evalsvc/compiler/flags.py`): paths, files
   written, code loaded, the target, the linker.
 - `build-evidence`: the record of the candidate's sources or objects is missing or unreadable: refused.
 """
@@ -85,7 +85,7 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
 
 def check_native(sources: Mapping[str, str], allow_vendor_libs: bool) -> list[Finding]:
     """Findings for C++/CUDA sources (name -> text): the solution's own files, or the sources its
-    load_inline calls build, as written or as evalsvc.build.preprocess made them (its line markers map
+    load_inline calls build, as written or as evalsvc.compiler.preprocess made them (its line markers map
     findings back to the original lines). The name's suffix matters: `.cpp` is host code, where inline
     `asm` is refused anywhere; elsewhere (`.cu`) it is allowed in device code only. Raw text shows every
     `#if` branch and preprocessed text every macro expanded: screen both where both are at hand. Not the

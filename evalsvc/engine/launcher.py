@@ -36,7 +36,7 @@ PRELOAD = [
     "torch",
     "torch._dynamo",
     "setuptools",
-    "evalsvc.build.inline",
+    "evalsvc.compiler.inline",
     "evalsvc.sandboxed.runner",
 ]
 

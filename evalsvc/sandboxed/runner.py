@@ -162,7 +162,7 @@ class Candidate:
         self.model: torch.nn.Module | None = None
 
     def load(self, init_inputs: list[Any], state_dict: dict[str, torch.Tensor]) -> None:
-        from evalsvc.build.toolchain import runtime_toolchain_view
+        from evalsvc.compiler.toolchain import runtime_toolchain_view
 
         tc = self.manifest["toolchain"]
         built = (tc["python"], tc["torch"], tc["torch_cuda"], tc["machine"])
@@ -203,7 +203,7 @@ class Candidate:
         """load_inline returns the prebuilt library for the same call; this process never compiles."""
         import torch.utils.cpp_extension as cx
 
-        from evalsvc.build.inline import normalize_call
+        from evalsvc.compiler.inline import normalize_call
 
         def load_inline(*args: Any, **kwargs: Any) -> Any:
             call = normalize_call(args, kwargs)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.flags import FLAG_FILE, FLAG_RULE, check_flags
+from evalsvc.compiler.flags import FLAG_FILE, FLAG_RULE, check_flags
 from tests.corpus.reader import header
 
 ROOT = Path(__file__).parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.preprocess import MAX_INPUT_BYTES, PreprocessError, cpp_flags, neutralise, preprocess
+from evalsvc.compiler.preprocess import MAX_INPUT_BYTES, PreprocessError, cpp_flags, neutralise, preprocess
 from evalsvc.core.static_native import tokenize
 
 pytestmark = pytest.mark.skipif(

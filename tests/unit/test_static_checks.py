@@ -2,7 +2,7 @@
 
 No torch: `check_python` on the solution's Python, `check_native` on its C++/CUDA (the strings a KernelBench
 file hands to load_inline, or a CUDA Agent tree's kernels/), as written and, where g++ is at hand, after
-the real preprocessor (evalsvc.build.preprocess). `pytest -s` prints the table.
+the real preprocessor (evalsvc.compiler.preprocess). `pytest -s` prints the table.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.flags import check_flags
-from evalsvc.build.preprocess import preprocess
+from evalsvc.compiler.flags import check_flags
+from evalsvc.compiler.preprocess import preprocess
 from evalsvc.core.static_checks import (
     RULES,
     Finding,

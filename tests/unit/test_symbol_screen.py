@@ -1,4 +1,4 @@
-"""The object-level screen (evalsvc.build.symbol_screen) over objects compiled by the real toolchain.
+"""The object-level screen (evalsvc.compiler.symbol_screen) over objects compiled by the real toolchain.
 
 Honest candidates (their own C++/CUDA, without bindings) are compiled with g++/nvcc against torch's headers
 and must pass with no findings; hostile ones are tiny translation units that must be refused by the right
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.symbol_screen import (
+from evalsvc.compiler.symbol_screen import (
     ALLOWED_OP_STRUCTS,
     MAX_FINDINGS_PER_OBJECT,
     RULES,
@@ -99,7 +99,7 @@ def torch_cuda_flags() -> tuple[str, ...]:
     defines torch passes to nvcc."""
     from torch.utils import cpp_extension
 
-    from evalsvc.build.ninja_build import vendor_include_flags
+    from evalsvc.compiler.ninja_build import vendor_include_flags
 
     cuda_include = str(Path(NVCC).resolve().parent.parent / "include")
     vendor = [part for flag in vendor_include_flags() for part in flag.split(" ", 1)]
@@ -170,7 +170,7 @@ def honest() -> dict[str, bytes]:
 
 def _wheel_includes() -> list[str]:
     """cuBLAS's headers come with NVIDIA's pip wheels here (the toolkit has nvcc and the runtime only)."""
-    from evalsvc.build.ninja_build import vendor_include_flags
+    from evalsvc.compiler.ninja_build import vendor_include_flags
 
     return [f.split(" ", 1)[1] for f in vendor_include_flags()]
 
@@ -446,5 +446,5 @@ def test_allowed_op_structs_match_the_installed_torch() -> None:
 
 
 def test_screen_does_not_import_torch() -> None:
-    code = "import sys, evalsvc.build.symbol_screen; sys.exit('torch' in sys.modules)"
+    code = "import sys, evalsvc.compiler.symbol_screen; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0

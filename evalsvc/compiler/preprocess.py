@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evalsvc.build.flags import sets_predefined_macros, split_flags
+from evalsvc.compiler.flags import sets_predefined_macros, split_flags
 from evalsvc.core.static_native import decode_ucns, join_splices, literal_end
 
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # the compile stage's own limit on captured sources

@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evalsvc.build.bindings import AGENT_ENV_FILES, BindingError, split_agent_tree, split_inline
-from evalsvc.build.entry import (
+from evalsvc.compiler.bindings import AGENT_ENV_FILES, BindingError, split_agent_tree, split_inline
+from evalsvc.compiler.entry import (
     AGENT_ENV,
     REPORT_MAX_BYTES,
     BuildReport,
@@ -34,11 +34,11 @@ from evalsvc.build.entry import (
     JobSpec,
     summarize,
 )
-from evalsvc.build.flags import check_flags
-from evalsvc.build.inline import InlineCall
-from evalsvc.build.preprocess import PreprocessError, preprocess
-from evalsvc.build.symbol_screen import screen_objects
-from evalsvc.build.toolchain import Toolchain
+from evalsvc.compiler.flags import check_flags
+from evalsvc.compiler.inline import InlineCall
+from evalsvc.compiler.preprocess import PreprocessError, preprocess
+from evalsvc.compiler.symbol_screen import screen_objects
+from evalsvc.compiler.toolchain import Toolchain
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import CompileReport, Finding, Status
 from evalsvc.core.solutions import Solution, SolutionFormat
@@ -428,7 +428,7 @@ class Compiler:
         if with_pch and self.pch_dir is not None and self.pch_dir.is_dir():
             mounts.append(Mount(self.pch_dir, "/pch", read_only=True))
             env["EVALSVC_PCH_DIR"] = "/pch"
-        argv = [self.python, "-m", "evalsvc.build.entry", command, "/job", "/out"]
+        argv = [self.python, "-m", "evalsvc.compiler.entry", command, "/job", "/out"]
         return self.sandbox.run(argv, mounts, limits, env), out
 
 
@@ -588,7 +588,10 @@ def probe_toolchain(
 ) -> Toolchain:
     """Ask the sandbox's own toolchain for its fingerprint (it is what builds the artifacts)."""
     run = sandbox.run(
-        [python, "-m", "evalsvc.build.entry", "--fingerprint"], [], SandboxLimits(wall_seconds=120), env or {}
+        [python, "-m", "evalsvc.compiler.entry", "--fingerprint"],
+        [],
+        SandboxLimits(wall_seconds=120),
+        env or {},
     )
     for line in reversed(run.output.strip().splitlines()):
         if line.startswith("{"):
