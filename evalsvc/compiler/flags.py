@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from evalsvc.core.static_checks import Finding
+from evalsvc.screening.checks import Finding
 
 FLAG_RULE = "build-flag"
 FLAG_FILE = "load_inline flags"

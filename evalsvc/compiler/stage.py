@@ -42,9 +42,9 @@ from evalsvc.compiler.toolchain import Toolchain
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import CompileReport, Finding, Status
 from evalsvc.core.solutions import Solution, SolutionFormat
-from evalsvc.core.static_checks import Finding as StaticFinding
-from evalsvc.core.static_checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.sandbox.base import CompileSandbox, Mount, SandboxLimits, SandboxRun
+from evalsvc.screening.checks import Finding as StaticFinding
+from evalsvc.screening.checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.store.artifacts import ArtifactStore
 
 MAX_SOURCES_BYTES = 8 * 1024 * 1024

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import capstone
 
-from evalsvc.core.static_checks import Finding
+from evalsvc.screening.checks import Finding
 
 MAX_OBJECT_BYTES = 64 << 20
 MAX_CODE_BYTES = 8 << 20  # executable bytes per object: bounds the disassembly time (~20 s at most)

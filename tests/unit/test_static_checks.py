@@ -14,7 +14,7 @@ import pytest
 
 from evalsvc.compiler.flags import check_flags
 from evalsvc.compiler.preprocess import preprocess
-from evalsvc.core.static_checks import (
+from evalsvc.screening.checks import (
     RULES,
     Finding,
     check_native,
@@ -797,7 +797,7 @@ def test_native_never_raises(text: str) -> None:
 
 
 def test_rules_are_documented() -> None:
-    import evalsvc.core.static_checks as sc
+    import evalsvc.screening.checks as sc
 
     for rule in RULES:
         assert f"`{rule}`" in (sc.__doc__ or ""), rule

@@ -36,7 +36,7 @@ from evalsvc.compiler.symbol_screen import (
     parse_elf,
     screen_objects,
 )
-from evalsvc.core.static_checks import Finding
+from evalsvc.screening.checks import Finding
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("EVALSVC_SYMBOL_SCREEN_CACHE", "/var/tmp/evalsvc-test/symbol-screen"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from evalsvc.core.static_python import (
+from evalsvc.screening.python import (
     Attr,
     ClassInfo,
     Module,

@@ -1,8 +1,8 @@
 """Static reward-hacking checks: what a solution's source shows before any of it runs.
 
 Solutions come from a model rewarded for shortcuts; these checks refuse the known ones by reading
-the code. Python is read as an `ast` with aliases resolved (static_python, static_forward), C++/CUDA
-as a token stream with comments and literals dropped (static_native). Rules, one stable id each:
+the code. Python is read as an `ast` with aliases resolved (screening.python, screening.forward), C++/CUDA
+as a token stream with comments and literals dropped (screening.native). Rules, one stable id each:
 
 Python (`check_python`)
 - `torch-compute-in-forward`: PyTorch computes in ModelNew.forward or what it reaches; the kernel must.
@@ -38,9 +38,9 @@ import ast
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from evalsvc.core.static_forward import Reach
-from evalsvc.core.static_native import scan_native
-from evalsvc.core.static_python import (
+from evalsvc.screening.forward import Reach
+from evalsvc.screening.native import scan_native
+from evalsvc.screening.python import (
     LOADERS,
     GlobalScan,
     Module,
