@@ -28,7 +28,7 @@ console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
 def _stores(settings: Settings):
     import redis
 
-    from evalsvc.service.pools import PoolStore
+    from evalsvc.service.catalog import PoolStore
     from evalsvc.service.state import JobStore
 
     client = redis.Redis.from_url(settings.redis_url)

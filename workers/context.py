@@ -20,7 +20,7 @@ from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, FailureKind, Status
 from evalsvc.queues import COMPILE_QUEUE, EVALUATE_TASK, ROUTE_TASK
 from evalsvc.sandbox.base import SandboxUnavailable, sandbox_job
-from evalsvc.service.pools import PoolStore
+from evalsvc.service.catalog import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
 from evalsvc.service.routing import gpu_queue_for
 from evalsvc.service.state import JobStore
