@@ -43,9 +43,9 @@ def sandbox_owner(settings: Settings) -> str:
 
 def make_store(settings: Settings) -> ArtifactStore:
     if settings.artifact_store == "redis":
-        import redis
+        from evalsvc.service.redis_clients import plain_redis
 
-        return RedisArtifactStore(redis.Redis.from_url(settings.redis_url))
+        return RedisArtifactStore(plain_redis(settings))
     return LocalArtifactStore(settings.artifact_dir)
 
 
