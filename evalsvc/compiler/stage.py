@@ -43,7 +43,6 @@ from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import CompileReport, Finding, Status
 from evalsvc.core.solutions import Solution, SolutionFormat
 from evalsvc.sandbox.base import CompileSandbox, Mount, SandboxLimits, SandboxRun
-from evalsvc.screening.checks import Finding as StaticFinding
 from evalsvc.screening.checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.store.artifacts import ArtifactStore
 
@@ -206,7 +205,7 @@ class Compiler:
 
     def _plan_inline(self, calls: list[InlineCall], allow_vendor_libs: bool) -> BuildPlan | CompileOutcome:
         plan = BuildPlan()
-        flag_findings: list[StaticFinding] = []
+        flag_findings: list[Finding] = []
         for call in calls:
             if "sources" in self.screens:
                 flag_findings += check_flags(
@@ -489,7 +488,7 @@ def _write_files(root: Path, files: dict[str, str]) -> None:
         dest.write_text(text)
 
 
-def _screen_own(plan: BuildPlan, allow_vendor_libs: bool) -> list[StaticFinding]:
+def _screen_own(plan: BuildPlan, allow_vendor_libs: bool) -> list[Finding]:
     """The candidate's own units, as written and as the preprocessor sees them (line splices joined,
     macros of the source and the flags expanded); a unit the preprocessor cannot take is read as written
     only (the symbol screen still reads what it compiles to)."""
@@ -513,20 +512,20 @@ def _with_wall(limits: SandboxLimits, seconds: float) -> SandboxLimits:
     return replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
 
 
-def _evidence_missing() -> StaticFinding:
+def _evidence_missing() -> Finding:
     why = "the record of the candidate's sources or objects is missing or unreadable: refused, not passed"
-    return StaticFinding(rule="build-evidence", file="artifact", line=0, why=why)
+    return Finding(rule="build-evidence", message=why, file="artifact", line=0)
 
 
-def _refused(findings: list[StaticFinding], report: CompileReport | None = None) -> CompileOutcome:
-    found = [Finding(rule=f.rule, message=f.why, file=f.file, line=f.line) for f in findings]
+def _refused(findings: list[Finding], report: CompileReport | None = None) -> CompileOutcome:
+    found = list(findings)
     rules = sorted({f.rule for f in findings})
     first = findings[0]
-    message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.why}"
+    message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.message}"
     return CompileOutcome(Status.FORBIDDEN, report or CompileReport(ok=False), None, found, message)
 
 
-def screen_sources(solution: Solution, allow_vendor_libs: bool) -> list[StaticFinding]:
+def screen_sources(solution: Solution, allow_vendor_libs: bool) -> list[Finding]:
     """The checks that need no build: the Python, and the C++/CUDA readable without running anything
     (string constants handed to load_inline, a CUDA Agent tree's files)."""
     python = {k: v for k, v in solution.files.items() if k.endswith(".py")}

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
+from evalsvc.core.results import Finding
 from evalsvc.screening.forward import Reach
 from evalsvc.screening.native import scan_native
 from evalsvc.screening.python import (
@@ -57,14 +57,6 @@ RULES = frozenset({
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
     "build-evidence",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str  # stable kebab-case id, e.g. "torch-compute-in-forward"
-    file: str  # solution-relative file name
-    line: int  # 1-based
-    why: str  # one sentence: what was seen and why it is refused
 
 
 def check_python(files: Mapping[str, str]) -> list[Finding]:
@@ -109,7 +101,7 @@ def _guarded(files: Mapping[str, str], scan: Callable[[], list[tuple[str, str, i
         if (rule, fname, line) in seen:
             continue
         seen.add((rule, fname, line))
-        out.append(Finding(rule, fname, line, f"line {line}: {why}"))
+        out.append(Finding(rule=rule, message=f"line {line}: {why}", file=fname, line=line))
     return out[:MAX_FINDINGS]
 
 

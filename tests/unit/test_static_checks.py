@@ -14,9 +14,9 @@ import pytest
 
 from evalsvc.compiler.flags import check_flags
 from evalsvc.compiler.preprocess import preprocess
+from evalsvc.core.results import Finding
 from evalsvc.screening.checks import (
     RULES,
-    Finding,
     check_native,
     check_python,
     inline_flags,
@@ -351,7 +351,7 @@ def test_reraising_handler_and_init_state_are_fine() -> None:
 def test_findings_name_file_line_and_reason() -> None:
     (f,) = check_python(_model("return torch.matmul(x, y)"))
     assert (f.rule, f.file, f.line) == ("torch-compute-in-forward", "solution.py", 14)
-    assert f.why.startswith("line 14: `torch.matmul` computes in PyTorch inside ModelNew.forward")
+    assert f.message.startswith("line 14: `torch.matmul` computes in PyTorch inside ModelNew.forward")
 
 
 # -- C++/CUDA ---------------------------------------------------------------------------------------------
