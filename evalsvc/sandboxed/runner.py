@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
@@ -428,7 +429,7 @@ class Server:
             raise Forbidden(
                 f"forward ran torch operators {', '.join('aten.' + n for n in forbidden)} "
                 "(seen at the dispatcher); the output must come from the solution's own kernels",
-                "torch_compute_in_forward",
+                at_runtime(TORCH_COMPUTE_IN_FORWARD),
             )
 
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:

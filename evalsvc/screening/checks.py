@@ -38,6 +38,7 @@ import ast
 from collections.abc import Callable, Mapping
 
 from evalsvc.core.results import Finding
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD
 from evalsvc.screening.forward import Reach
 from evalsvc.screening.native import scan_native
 from evalsvc.screening.python import (
@@ -52,7 +53,7 @@ from evalsvc.screening.python import (
 
 MAX_FINDINGS = 200
 RULES = frozenset({
-    "torch-compute-in-forward", "torch-compile", "reference-model", "fallback-handler", "concurrency",
+    TORCH_COMPUTE_IN_FORWARD, "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
     "build-evidence",

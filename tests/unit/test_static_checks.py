@@ -801,3 +801,11 @@ def test_rules_are_documented() -> None:
 
     for rule in RULES:
         assert f"`{rule}`" in (sc.__doc__ or ""), rule
+
+
+def test_the_rule_both_sides_apply_is_one_id_spelt_per_side() -> None:
+    """torch compute in forward: kebab-case from the static screen, snake_case from the runner."""
+    from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
+
+    assert TORCH_COMPUTE_IN_FORWARD == "torch-compute-in-forward" and TORCH_COMPUTE_IN_FORWARD in RULES
+    assert at_runtime(TORCH_COMPUTE_IN_FORWARD) == "torch_compute_in_forward"
