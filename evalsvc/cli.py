@@ -104,17 +104,11 @@ def eval_cmd(
 @app.command()
 def serve(host: str = "127.0.0.1", port: int = 8000, workers: int = 1) -> None:
     """Run the HTTP gateway (uvicorn)."""
-    import uvicorn
-
-    from evalsvc.api.app import create_app
+    from evalsvc.api.server import serve as serve_gateway
     from evalsvc.settings import Settings
 
-    if workers > 1:
-        uvicorn.run(
-            "evalsvc.api.app:create_app_from_env", factory=True, host=host, port=port, workers=workers
-        )
-    else:
-        uvicorn.run(create_app(Settings()), host=host, port=port, log_level="warning")
+    settings = Settings(http_host=host, http_port=port, http_workers=max(workers, 1))
+    serve_gateway(settings, log_level="warning" if workers <= 1 else None)  # the CLI's one process is quiet
 
 
 @app.command()

@@ -26,12 +26,11 @@ console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
 
 
 def _stores(settings: Settings):
-    import redis
-
-    from evalsvc.service.pools import PoolStore
+    from evalsvc.service.catalog import PoolStore
+    from evalsvc.service.redis_clients import plain_redis
     from evalsvc.service.state import JobStore
 
-    client = redis.Redis.from_url(settings.redis_url)
+    client = plain_redis(settings)
     return JobStore(client, retention_s=settings.retention_s), PoolStore(client)
 
 

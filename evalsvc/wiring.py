@@ -7,7 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from evalsvc.build.stage import Compiler, probe_toolchain
+from evalsvc.compiler.stage import Compiler, probe_toolchain
 from evalsvc.sandbox.base import CompileSandbox, SandboxLimits, SandboxUnavailable
 from evalsvc.settings import CompileBackend, RunnerIsolation, Settings
 from evalsvc.store.artifacts import ArtifactStore, LocalArtifactStore, RedisArtifactStore
@@ -43,9 +43,9 @@ def sandbox_owner(settings: Settings) -> str:
 
 def make_store(settings: Settings) -> ArtifactStore:
     if settings.artifact_store == "redis":
-        import redis
+        from evalsvc.service.redis_clients import plain_redis
 
-        return RedisArtifactStore(redis.Redis.from_url(settings.redis_url))
+        return RedisArtifactStore(plain_redis(settings))
     return LocalArtifactStore(settings.artifact_dir)
 
 
@@ -55,7 +55,7 @@ def _pch_ready(d: Path) -> bool:
 
 def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: str) -> None:
     """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
-    from evalsvc.build.pch import DEFAULT_FLAGSETS, pch_subdir
+    from evalsvc.compiler.pch import DEFAULT_FLAGSETS, pch_subdir
     from evalsvc.sandbox.base import Mount
 
     if all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS):
@@ -63,7 +63,7 @@ def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: s
     pch_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(pch_dir, 0o777)
     run = sandbox.run(
-        [python, "-m", "evalsvc.build.pch", "/pch"],
+        [python, "-m", "evalsvc.compiler.pch", "/pch"],
         [Mount(pch_dir, "/pch", read_only=False)],
         SandboxLimits(wall_seconds=1800),
         {"CUDA_HOME": cuda_home},

@@ -11,8 +11,6 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
@@ -20,8 +18,9 @@ from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, FailureKind, Status
 from evalsvc.queues import COMPILE_QUEUE, EVALUATE_TASK, ROUTE_TASK
 from evalsvc.sandbox.base import SandboxUnavailable, sandbox_job
-from evalsvc.service.pools import PoolStore
+from evalsvc.service.catalog import PoolStore
 from evalsvc.service.records import Job, JobKind, State, WorkerInfo
+from evalsvc.service.redis_clients import worker_redis
 from evalsvc.service.routing import gpu_queue_for
 from evalsvc.service.state import JobStore
 from evalsvc.settings import CompileBackend, Settings
@@ -52,19 +51,6 @@ class built_once(cached_property):
             return self
         with self._lock:
             return super().__get__(instance, owner)
-
-
-def worker_redis(settings: Settings) -> redis.Redis:
-    """Patient with Redis: a worker holding a finished evaluation rides out a Redis restart (about two
-    minutes of retries) rather than losing the result; the gateway, in contrast, fails fast (503)."""
-    return redis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=60),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-        health_check_interval=30,
-    )
 
 
 class WorkerContext:

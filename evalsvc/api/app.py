@@ -16,7 +16,6 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from evalsvc.api import batches, compile, devices, evaluations, events, health, profiles, suites, tasks
 from evalsvc.api.auth import Authenticator
 from evalsvc.api.body_limit import BodyLimitMiddleware
 from evalsvc.api.enqueue import CeleryEnqueuer
@@ -24,10 +23,11 @@ from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics, MetricsMiddleware
 from evalsvc.api.orphans import sweep_forever
 from evalsvc.api.problems import as_problem_media, install_handlers
-from evalsvc.api.redis_clients import async_redis_client, redis_client
+from evalsvc.api.routes import batches, compile, devices, evaluations, events, health, profiles, suites, tasks
 from evalsvc.observability.logs import setup_logging
 from evalsvc.queues import Enqueuer
 from evalsvc.service.cancellation import Canceller
+from evalsvc.service.redis_clients import async_redis_client, redis_client
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 

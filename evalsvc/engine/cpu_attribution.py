@@ -71,8 +71,7 @@ What it cannot see: a candidate that copies library code into its own library's 
 maps a library over an address that the last maps reading showed as something else and restores it before
 the next (PERF_RECORD_MMAP2 events with timestamps would close that; not done). `exec_changes` counts
 executable mappings that appeared or disappeared between readings, which honest timed rounds do not cause.
-Cost: threads x online CPUs descriptors (bounded by `max_events`); on this 2-core VM a tight loop ran about
-2-4% slower while sampled at 2 kHz (noisy), and the drain thread used about 1.5% of a core in the judge.
+Cost: threads x online CPUs descriptors (bounded by `max_events`); the time it costs: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from evalsvc.build.stage import Compiler
+from evalsvc.compiler.stage import Compiler
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import compile_failure, failure
 from evalsvc.core.profiles import CandidateProfile, mark_own

@@ -70,9 +70,7 @@ from evalsvc.sandboxed.runner import cpu_device_threads, keep_freed_memory
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")
-# Candidates faster than this are also timed from CUDA-graph replays (display only). What an event-timed
-# call adds to its kernels is about 2.5 µs on the H200 (run 12: 44.2 against 41.5 µs, 17.1 against
-# 14.7 µs), under 10% from 25 µs up; graph timing took 0.055-0.105 s of device-alone time per evaluation.
+# Candidates faster than this are also timed from CUDA-graph replays, display only (docs/performance.md).
 GRAPH_TIMING_BELOW_MS = 0.025
 
 
@@ -141,9 +139,7 @@ class Judge:
     def evaluate(self, task: TaskSpec, artifact: Path, options: EvalOptions) -> Verdict:
         """InvalidTask or reference.ReferenceFailed when the task's own code fails (a task that does not
         load is found before any runner starts). The runner's start is waited for outside the device
-        share: a start creates a CUDA context and launches no kernel, and a context created beside a timed
-        kernel did not move its median on the H200 (`bench/timing_method.py`, run 11: within 0.35%, inside
-        the quiet spread), so other evaluations keep timing meanwhile."""
+        share: it launches no kernel, so other evaluations keep timing meanwhile (docs/performance.md)."""
         with self.tasks.using(task) as process:
             handle = self.launcher.start(artifact)
             seeds = [secrets.randbits(62) for _ in range(options.trials or task.meta.trials)]
@@ -566,9 +562,7 @@ class Judge:
     def _calibrate(self, rounds: RoundRunner, policy: TimingPolicy, rng: random.Random) -> Overhead:
         """The runner's own cost per call, on the null candidate; a failure here is ours (no candidate code
         has run in the runner yet)."""
-        # No runner starting beside it on a GPU either: the null rounds are host-bound (~0.5 ms per call on
-        # the H100), and one calibrated at 2.4x that refused an honest kernel whose rounds then ran faster
-        # (reward stability run on the H100, 977cbee; a spare's start is the likely cause, not confirmed).
+        # No runner starting beside the host-bound null rounds on a GPU either (docs/performance.md).
         self.launcher.settle()
         try:
             return calibrate(rounds, policy, rng)

@@ -43,9 +43,8 @@ CHUNKS_PER_TENSOR = 2
 # busy host that spread, not the kernel, is what the judge's figure is unsure by).
 RELATIVE_SLACK = 0.15
 NOISE_SLACK = 2.0
-# CPU device: the runner's own cost, calibrated before the candidate's rounds, is off by as much as the
-# host's load changed in between (its copies and digests ran 1.3 ms per call, three times a ReLU's
-# kernel, in the CI run that refused honest ReLUs): half of it may be drift, not the candidate.
+# CPU device: half of the runner's own cost may be the host's load drifting since the calibration, not the
+# candidate (docs/performance.md).
 CPU_DRIFT_SLACK = 0.5
 
 
@@ -359,8 +358,7 @@ def refuse_library_compute(excess: float, cand: Attribution) -> None:
 
 
 def _copy(x: Any) -> Any:
-    """A set of the null rounds: a copy, at a third of what generating one costs the judge (64 MB on one
-    thread of this CPU: 50 ms against 167 ms of randn), ~70 sets per calibration."""
+    """A set of the null rounds: a copy, cheaper than generating one (docs/performance.md)."""
     return x.clone() if isinstance(x, torch.Tensor) else x
 
 

@@ -26,17 +26,13 @@ from evalsvc.sandboxed.runner import READY, RunnerSetup, runner_main
 
 log = logging.getLogger("evalsvc.launcher")
 
-# Imported once by the forkserver, so no runner pays for them per evaluation: torch._dynamo, which the
-# runner's operator trace (a dispatch mode) imports on first use (seconds in every evaluation's first
-# trial call on the H200), and setuptools, most of the `torch.utils.cpp_extension` import that every
-# load_inline solution makes (0.115 -> 0.02 s here). Not cpp_extension itself: importing it asks torch
-# for the CUDA device count, after which a forked child cannot use CUDA ("Cannot re-initialize CUDA in
-# forked subprocess", seen on the H200; tests/unit/test_forkserver_preload.py).
+# Imported once by the forkserver, so no runner pays for them per evaluation; not cpp_extension, after
+# which a forked child cannot use CUDA (docs/performance.md; tests/unit/test_forkserver_preload.py).
 PRELOAD = [
     "torch",
     "torch._dynamo",
     "setuptools",
-    "evalsvc.build.inline",
+    "evalsvc.compiler.inline",
     "evalsvc.sandboxed.runner",
 ]
 

@@ -32,9 +32,7 @@ class TimingPolicy:
     target_rel_ci: float = 0.01
     budget_s: float = 5.0
     flush_bytes: int = 256 * 1024 * 1024  # an L2 flush before each call, on a GPU only
-    # Queued calls keep the GPU busy back to back, as a kernel runs in a real model: on the H200 a 43 µs
-    # ReLU read 1.9% under do_bench queued 10 at a time, 3.3% synchronised after every call; a 2.7 ms
-    # matmul 0.03% and +3.2% (bench/timing_method.py, run 11).
+    # Queued calls keep the GPU busy back to back, as a kernel runs in a real model (docs/performance.md).
     calls_per_sync: int = 10
     # Each round is calls_per_sync plus 0..extra_calls calls, and 0..extra_rounds rounds follow the stop
     # rule, drawn at random: a candidate cannot tell from its own measurements which call is the last.
@@ -136,8 +134,7 @@ class RoundTimer:
 # tell which: the call starts on an idle GPU, and right after `end` elements of its output at random places
 # are read on the current stream and read again after a device-wide sync. Work left running on another
 # stream when forward returned (the events on the current stream did not time it) is still writing some of
-# them. A copy of the whole output would not do: on the H100 it trailed the writer through a 512 MB output
-# and saw only finished values (cuda_rt_last_call_pad passed, docs/security.md).
+# them. A copy of the whole output would not do: it trails the writer (docs/performance.md, docs/security.md).
 PROBE_SHARE = 0.1
 PROBED_ELEMENTS = 4096  # per output tensor
 _PROBES = random.SystemRandom()

@@ -23,6 +23,7 @@ from prometheus_client.multiprocess import MultiProcessCollector, mark_process_d
 from prometheus_client.registry import Collector
 
 from evalsvc.observability.gpu_health import GpuHealthCollector
+from evalsvc.service.redis_clients import scrape_redis
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 
@@ -116,7 +117,7 @@ def worker_collectors(settings: Settings, compile_queue: str) -> list[Collector]
     }
     out: list[Collector] = [WorkerInfoCollector(info)]
     if settings.worker_kind == "compile":
-        jobs = JobStore(redis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2))
+        jobs = JobStore(scrape_redis(settings))
         out.append(QueueDepthCollector(jobs, [compile_queue]))
     elif settings.device.startswith("cuda"):
         gpu = GpuHealthCollector(settings.gpu_uuid, settings.gpu_max_temp_c)

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from evalsvc.core.pools import PoolEntry, PoolSource, operators
 from evalsvc.core.tasks import InvalidTask, TaskMeta, TaskSpec
-from evalsvc.service.pools import PoolStore
+from evalsvc.service.catalog import PoolStore
 from evalsvc.service.state import JobStore
 
 LEVEL_DIR = re.compile(r"^level(\d+)$")

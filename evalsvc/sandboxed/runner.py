@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
@@ -142,8 +143,7 @@ def runner_environment(workdir: str) -> dict[str, str]:
 def keep_freed_memory() -> None:
     """Fixed glibc heap thresholds: freed memory is reused, so poisoning before a call reaches the candidate's
     allocations, and a tensor's pages are not faulted in afresh on each call in one process and reused in
-    another (the dynamic mmap threshold follows a process's allocation history: a CPU ReLU baseline read
-    0.7 ms in one process and 1.5-1.8 ms in the next, docs/performance.md)."""
+    another (the dynamic mmap threshold follows a process's allocation history; docs/performance.md)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
@@ -162,7 +162,7 @@ class Candidate:
         self.model: torch.nn.Module | None = None
 
     def load(self, init_inputs: list[Any], state_dict: dict[str, torch.Tensor]) -> None:
-        from evalsvc.build.toolchain import runtime_toolchain_view
+        from evalsvc.compiler.toolchain import runtime_toolchain_view
 
         tc = self.manifest["toolchain"]
         built = (tc["python"], tc["torch"], tc["torch_cuda"], tc["machine"])
@@ -203,7 +203,7 @@ class Candidate:
         """load_inline returns the prebuilt library for the same call; this process never compiles."""
         import torch.utils.cpp_extension as cx
 
-        from evalsvc.build.inline import normalize_call
+        from evalsvc.compiler.inline import normalize_call
 
         def load_inline(*args: Any, **kwargs: Any) -> Any:
             call = normalize_call(args, kwargs)
@@ -350,8 +350,7 @@ class Server:
 
     def _null_forward(self, *inputs: Any) -> list[torch.Tensor]:
         """A candidate that only writes its outputs: what is left of a round is the runner's own work per
-        call. Fresh ones, as any candidate's are: allocating, freeing and digesting outputs that were not
-        in cache cost the CPU device 0.1 ms per call of a 4 MB ReLU more than reusing one set did."""
+        call. Fresh ones, as any candidate's are: reusing one set costs less (docs/performance.md)."""
         return [torch.ones_like(t) for t in self.null_outputs]
 
     def _run(self, candidate: Candidate, msg: dict[str, Any]) -> dict[str, Any]:
@@ -428,7 +427,7 @@ class Server:
             raise Forbidden(
                 f"forward ran torch operators {', '.join('aten.' + n for n in forbidden)} "
                 "(seen at the dispatcher); the output must come from the solution's own kernels",
-                "torch_compute_in_forward",
+                at_runtime(TORCH_COMPUTE_IN_FORWARD),
             )
 
     def _inputs(self, msg: dict[str, Any]) -> list[Any]:
@@ -472,15 +471,13 @@ class Server:
 
 def cpu_device_threads() -> None:
     """One thread for everything timed on the CPU device, candidate (torch's pool and OpenMP teams alike)
-    and baselines: on a shared host a parallel region waits for its preempted threads, and a 3.5 MB copy
-    took 111 ms with 2 threads against 0.5 ms with 1 on the busy 2-core test machine."""
+    and baselines: a parallel region waits for threads preempted on a shared host (docs/performance.md)."""
     torch.set_num_threads(1)
 
 
 def _create_context(device: torch.device) -> None:
     """The CUDA context, before any message, so that a spare runner has it ready (set_device alone creates
-    none on device 0, and creating one takes 0.13-1 s on the H200 host). No kernel: a start may run beside
-    another evaluation's timing, which a context being created did not move (bench/timing_method.py)."""
+    none on device 0). No kernel: a start may run beside another evaluation's timing (docs/performance.md)."""
     torch.empty(1, device=device)
     torch.cuda.synchronize(device)
 

@@ -16,7 +16,7 @@ import httpx
 
 from evalsvc.core.pools import Suite
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.service.pools import PoolStore
+from evalsvc.service.catalog import PoolStore
 from evalsvc.service.records import WorkerInfo
 from tests.api.conftest import (
     AUTH_A,

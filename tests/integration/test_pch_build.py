@@ -6,7 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
-from evalsvc.build.pch import build_pch
+from evalsvc.compiler.pch import build_pch
 
 
 def _build(out: str) -> str:

@@ -410,7 +410,7 @@ def _seccomp_modes(pid: int) -> list[str]:
 
 def _artifact(directory: Path, source: str) -> Path:
     """An artifact as the compile stage leaves it, for a pure-Python candidate (nothing to compile)."""
-    from evalsvc.build.toolchain import runtime_toolchain_view
+    from evalsvc.compiler.toolchain import runtime_toolchain_view
 
     python, torch_version, torch_cuda, machine = runtime_toolchain_view()
     artifact = directory / "artifact"

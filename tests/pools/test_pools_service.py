@@ -36,7 +36,7 @@ from evalsvc.cli import app as cli_app
 from evalsvc.core.pools import VetStatus
 from evalsvc.engine.baselines import baseline_keys
 from evalsvc.engine.device_info import device_name
-from evalsvc.service.pools import PoolStore
+from evalsvc.service.catalog import PoolStore
 from evalsvc.service.state import JobStore
 from evalsvc.settings import Settings
 from evalsvc.store.baselines import RedisBaselineCache

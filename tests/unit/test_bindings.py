@@ -1,4 +1,4 @@
-"""The binding split (evalsvc.build.bindings): honest sources split, the generated units hold nothing of
+"""The binding split (evalsvc.compiler.bindings): honest sources split, the generated units hold nothing of
 the candidate's but plain declarations, and hostile sources give a BindingError, never another exception."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from evalsvc.build.bindings import BindingError, SplitSources, lex, split_agent_tree, split_inline
-from evalsvc.build.inline import InlineCall, generated_sources, normalize_call
 from evalsvc.cli_files import read_solution
+from evalsvc.compiler.bindings import BindingError, SplitSources, lex, split_agent_tree, split_inline
+from evalsvc.compiler.inline import InlineCall, generated_sources, normalize_call
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "evalsvc" / "examples"

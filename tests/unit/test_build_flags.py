@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.flags import FLAG_FILE, FLAG_RULE, check_flags
+from evalsvc.compiler.flags import FLAG_FILE, FLAG_RULE, check_flags
 from tests.corpus.reader import header
 
 ROOT = Path(__file__).parents[2]
@@ -102,7 +102,7 @@ def test_vendor_libraries_only_where_allowed() -> None:
     libs = ["-lcublas", "-lcublasLt", "-l", "cudnn", "-lcudnn_ops", "-lcufft", "-lcusparse", "-lcusolver"]
     assert check_flags([], [], libs, True) == []
     found = check_flags([], [], libs, False)
-    assert len(found) == 7 and all("vendor library" in f.why for f in found)
+    assert len(found) == 7 and all("vendor library" in f.message for f in found)
 
 
 REFUSED = [
@@ -174,11 +174,11 @@ def test_refused_flag(where: str, flags: list[str], why: str) -> None:
     assert found, flags
     f = found[0]
     assert (f.rule, f.file, f.line) == (FLAG_RULE, FLAG_FILE, 0)
-    assert why in f.why, f.why
-    assert "allowed:" in f.why  # says what is allowed instead
+    assert why in f.message, f.message
+    assert "allowed:" in f.message  # says what is allowed instead
 
 
 def test_a_refused_flag_takes_its_value_along() -> None:
     """`-include /etc/passwd` is one finding that names both, not a second one for the path."""
     (f,) = check_flags(["-include", "/etc/passwd", "-O3"], [], [], False)
-    assert f.why.startswith("extra_cflags: `-include /etc/passwd` ")
+    assert f.message.startswith("extra_cflags: `-include /etc/passwd` ")

@@ -1,5 +1,5 @@
-from evalsvc.build.diagnostics import parse_diagnostics, parse_ptxas
-from evalsvc.build.inline import generated_sources, normalize_call
+from evalsvc.compiler.diagnostics import parse_diagnostics, parse_ptxas
+from evalsvc.compiler.inline import generated_sources, normalize_call
 
 PTXAS = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function '_Z4reluPKfPfi' for 'sm_90a'

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalsvc.build.light_headers import PRELUDE_NAME, lighten, operators_named, prelude, torch_ops_dir
+from evalsvc.compiler.light_headers import PRELUDE_NAME, lighten, operators_named, prelude, torch_ops_dir
 
 SOURCE = """\
 #include <torch/types.h>

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.preprocess import MAX_INPUT_BYTES, PreprocessError, cpp_flags, neutralise, preprocess
-from evalsvc.core.static_native import tokenize
+from evalsvc.compiler.preprocess import MAX_INPUT_BYTES, PreprocessError, cpp_flags, neutralise, preprocess
+from evalsvc.screening.native import tokenize
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or shutil.which("prlimit") is None, reason="needs g++ and prlimit"

@@ -2,7 +2,7 @@
 
 No torch: `check_python` on the solution's Python, `check_native` on its C++/CUDA (the strings a KernelBench
 file hands to load_inline, or a CUDA Agent tree's kernels/), as written and, where g++ is at hand, after
-the real preprocessor (evalsvc.build.preprocess). `pytest -s` prints the table.
+the real preprocessor (evalsvc.compiler.preprocess). `pytest -s` prints the table.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.flags import check_flags
-from evalsvc.build.preprocess import preprocess
-from evalsvc.core.static_checks import (
+from evalsvc.compiler.flags import check_flags
+from evalsvc.compiler.preprocess import preprocess
+from evalsvc.core.results import Finding
+from evalsvc.screening.checks import (
     RULES,
-    Finding,
     check_native,
     check_python,
     inline_flags,
@@ -351,7 +351,7 @@ def test_reraising_handler_and_init_state_are_fine() -> None:
 def test_findings_name_file_line_and_reason() -> None:
     (f,) = check_python(_model("return torch.matmul(x, y)"))
     assert (f.rule, f.file, f.line) == ("torch-compute-in-forward", "solution.py", 14)
-    assert f.why.startswith("line 14: `torch.matmul` computes in PyTorch inside ModelNew.forward")
+    assert f.message.startswith("line 14: `torch.matmul` computes in PyTorch inside ModelNew.forward")
 
 
 # -- C++/CUDA ---------------------------------------------------------------------------------------------
@@ -797,7 +797,15 @@ def test_native_never_raises(text: str) -> None:
 
 
 def test_rules_are_documented() -> None:
-    import evalsvc.core.static_checks as sc
+    import evalsvc.screening.checks as sc
 
     for rule in RULES:
         assert f"`{rule}`" in (sc.__doc__ or ""), rule
+
+
+def test_the_rule_both_sides_apply_is_one_id_spelt_per_side() -> None:
+    """torch compute in forward: kebab-case from the static screen, snake_case from the runner."""
+    from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
+
+    assert TORCH_COMPUTE_IN_FORWARD == "torch-compute-in-forward" and TORCH_COMPUTE_IN_FORWARD in RULES
+    assert at_runtime(TORCH_COMPUTE_IN_FORWARD) == "torch_compute_in_forward"

@@ -1,4 +1,4 @@
-"""The object-level screen (evalsvc.build.symbol_screen) over objects compiled by the real toolchain.
+"""The object-level screen (evalsvc.compiler.symbol_screen) over objects compiled by the real toolchain.
 
 Honest candidates (their own C++/CUDA, without bindings) are compiled with g++/nvcc against torch's headers
 and must pass with no findings; hostile ones are tiny translation units that must be refused by the right
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from evalsvc.build.symbol_screen import (
+from evalsvc.compiler.symbol_screen import (
     ALLOWED_OP_STRUCTS,
     MAX_FINDINGS_PER_OBJECT,
     RULES,
@@ -36,7 +36,7 @@ from evalsvc.build.symbol_screen import (
     parse_elf,
     screen_objects,
 )
-from evalsvc.core.static_checks import Finding
+from evalsvc.core.results import Finding
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("EVALSVC_SYMBOL_SCREEN_CACHE", "/var/tmp/evalsvc-test/symbol-screen"))
@@ -99,7 +99,7 @@ def torch_cuda_flags() -> tuple[str, ...]:
     defines torch passes to nvcc."""
     from torch.utils import cpp_extension
 
-    from evalsvc.build.ninja_build import vendor_include_flags
+    from evalsvc.compiler.ninja_build import vendor_include_flags
 
     cuda_include = str(Path(NVCC).resolve().parent.parent / "include")
     vendor = [part for flag in vendor_include_flags() for part in flag.split(" ", 1)]
@@ -170,13 +170,13 @@ def honest() -> dict[str, bytes]:
 
 def _wheel_includes() -> list[str]:
     """cuBLAS's headers come with NVIDIA's pip wheels here (the toolkit has nvcc and the runtime only)."""
-    from evalsvc.build.ninja_build import vendor_include_flags
+    from evalsvc.compiler.ninja_build import vendor_include_flags
 
     return [f.split(" ", 1)[1] for f in vendor_include_flags()]
 
 
 def _show(findings: list[Finding]) -> str:
-    return "\n".join(f"{f.rule} {f.file}: {f.why}" for f in findings)
+    return "\n".join(f"{f.rule} {f.file}: {f.message}" for f in findings)
 
 
 @needs_toolchain
@@ -203,7 +203,7 @@ def test_cublas_needs_vendor_permission() -> None:
     assert screen_objects(obj, allow_vendor_libs=True) == []
     refused = screen_objects(obj, allow_vendor_libs=False)
     assert refused and {f.rule for f in refused} == {"symbol-vendor"}, _show(refused)
-    assert any("cublasSgemm" in f.why for f in refused)
+    assert any("cublasSgemm" in f.message for f in refused)
 
 
 @needs_toolchain
@@ -267,7 +267,7 @@ def test_objects_reference_each_other(honest: dict[str, bytes]) -> None:
     pair = {"gemm_bias_relu.o": honest["gemm_bias_relu.o"], "binding_side.o": caller}
     assert screen_objects(pair, allow_vendor_libs=False) == []
     alone = screen_objects({"binding_side.o": caller}, allow_vendor_libs=False)
-    assert [f.rule for f in alone] == ["symbol-unknown"] and "gemm_bias_relu_splits" in alone[0].why
+    assert [f.rule for f in alone] == ["symbol-unknown"] and "gemm_bias_relu_splits" in alone[0].message
 
 
 @needs_toolchain
@@ -318,7 +318,7 @@ def test_case(case: str, rule: str, needle: str) -> None:
     if rule == "none":
         assert findings == [], _show(findings)
         return
-    assert any(f.rule == rule and needle in f.why for f in findings), _show(findings)
+    assert any(f.rule == rule and needle in f.message for f in findings), _show(findings)
     assert all(f.file == case and f.line == 0 and f.rule in RULES for f in findings)
 
 
@@ -331,7 +331,7 @@ def test_vendor_library_refused_unless_allowed() -> None:
     )  # fmt: skip
     assert screen_objects({"v.o": obj}, allow_vendor_libs=True) == []
     refused = screen_objects({"v.o": obj}, allow_vendor_libs=False)
-    assert [f.rule for f in refused] == ["symbol-vendor"] and "cuBLAS" in refused[0].why
+    assert [f.rule for f in refused] == ["symbol-vendor"] and "cuBLAS" in refused[0].message
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -372,7 +372,7 @@ def test_symbol_name_over_limit_is_refused() -> None:
     obj = compile_object(
         f'extern "C" void g() __asm__("{long_name}");\nvoid f() {{ g(); }}\n', ".cpp", ["-fPIC"]
     )
-    assert any("8 KiB" in f.why for f in _unreadable({"long.o": obj}))
+    assert any("8 KiB" in f.message for f in _unreadable({"long.o": obj}))
 
 
 @needs_toolchain
@@ -399,7 +399,7 @@ def test_findings_are_bounded_and_one_per_symbol() -> None:
     obj = compile_object(f"{calls}int f() {{ return {body} + api_0(); }}\n", ".cpp", ["-fPIC", "-O2"])
     findings = screen_objects({"many.o": obj}, allow_vendor_libs=False)
     assert len(findings) == MAX_FINDINGS_PER_OBJECT
-    assert len({f.why for f in findings}) == len(findings)
+    assert len({f.message for f in findings}) == len(findings)
 
 
 @needs_toolchain
@@ -411,7 +411,7 @@ def test_cpp_names_fail_closed_without_cxxfilt(small_object: bytes, monkeypatch:
     assert screen_objects({"cxx.o": obj}, allow_vendor_libs=False) == []
     monkeypatch.setenv("PATH", "/nonexistent")
     findings = screen_objects({"cxx.o": obj}, allow_vendor_libs=False)
-    assert [f.rule for f in findings] == ["symbol-unknown"] and "demangled" in findings[0].why
+    assert [f.rule for f in findings] == ["symbol-unknown"] and "demangled" in findings[0].message
     assert screen_objects({"plain.o": small_object}, allow_vendor_libs=False) == []
 
 
@@ -446,5 +446,5 @@ def test_allowed_op_structs_match_the_installed_torch() -> None:
 
 
 def test_screen_does_not_import_torch() -> None:
-    code = "import sys, evalsvc.build.symbol_screen; sys.exit('torch' in sys.modules)"
+    code = "import sys, evalsvc.compiler.symbol_screen; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO, check=False).returncode == 0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-from evalsvc.core.static_python import (
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD
+from evalsvc.screening.python import (
     Attr,
     ClassInfo,
     Module,
@@ -146,7 +147,7 @@ class ForwardScan:
 
     def compute(self, node: ast.AST, what: str) -> None:
         why = f"{what} computes in PyTorch inside {self.label}; the kernel must do the work"
-        self.hit("torch-compute-in-forward", node, why)
+        self.hit(TORCH_COMPUTE_IN_FORWARD, node, why)
 
     def state(self, node: ast.AST, what: str) -> None:
         why = f"`{src(node)}` {what} during {self.label}: state across calls can cache or count"

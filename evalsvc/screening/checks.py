@@ -1,8 +1,8 @@
 """Static reward-hacking checks: what a solution's source shows before any of it runs.
 
 Solutions come from a model rewarded for shortcuts; these checks refuse the known ones by reading
-the code. Python is read as an `ast` with aliases resolved (static_python, static_forward), C++/CUDA
-as a token stream with comments and literals dropped (static_native). Rules, one stable id each:
+the code. Python is read as an `ast` with aliases resolved (screening.python, screening.forward), C++/CUDA
+as a token stream with comments and literals dropped (screening.native). Rules, one stable id each:
 
 Python (`check_python`)
 - `torch-compute-in-forward`: PyTorch computes in ModelNew.forward or what it reaches; the kernel must.
@@ -25,9 +25,9 @@ C++/CUDA (`check_native`)
   constructors, the Python interpreter, token pasting.
 - `native-cache`: static or namespace-scope tensors, containers or pointers that outlive a call.
 
-The compile stage (`evalsvc/build/stage.py`) adds two, and the object screen its own
-(`evalsvc/build/symbol_screen.py`: what the built objects link to and what their code does):
-- `build-flag`: a compile or link flag outside the allowlist (`evalsvc/build/flags.py`): paths, files
+The compile stage (`evalsvc/compiler/stage.py`) adds two, and the object screen its own
+(`evalsvc/compiler/symbol_screen.py`: what the built objects link to and what their code does):
+- `build-flag`: a compile or link flag outside the allowlist (`evalsvc/compiler/flags.py`): paths, files
   written, code loaded, the target, the linker.
 - `build-evidence`: the record of the candidate's sources or objects is missing or unreadable: refused.
 """
@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from evalsvc.core.static_forward import Reach
-from evalsvc.core.static_native import scan_native
-from evalsvc.core.static_python import (
+from evalsvc.core.results import Finding
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD
+from evalsvc.screening.forward import Reach
+from evalsvc.screening.native import scan_native
+from evalsvc.screening.python import (
     LOADERS,
     GlobalScan,
     Module,
@@ -52,19 +53,11 @@ from evalsvc.core.static_python import (
 
 MAX_FINDINGS = 200
 RULES = frozenset({
-    "torch-compute-in-forward", "torch-compile", "reference-model", "fallback-handler", "concurrency",
+    TORCH_COMPUTE_IN_FORWARD, "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
     "build-evidence",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str  # stable kebab-case id, e.g. "torch-compute-in-forward"
-    file: str  # solution-relative file name
-    line: int  # 1-based
-    why: str  # one sentence: what was seen and why it is refused
 
 
 def check_python(files: Mapping[str, str]) -> list[Finding]:
@@ -85,7 +78,7 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
 
 def check_native(sources: Mapping[str, str], allow_vendor_libs: bool) -> list[Finding]:
     """Findings for C++/CUDA sources (name -> text): the solution's own files, or the sources its
-    load_inline calls build, as written or as evalsvc.build.preprocess made them (its line markers map
+    load_inline calls build, as written or as evalsvc.compiler.preprocess made them (its line markers map
     findings back to the original lines). The name's suffix matters: `.cpp` is host code, where inline
     `asm` is refused anywhere; elsewhere (`.cu`) it is allowed in device code only. Raw text shows every
     `#if` branch and preprocessed text every macro expanded: screen both where both are at hand. Not the
@@ -109,7 +102,7 @@ def _guarded(files: Mapping[str, str], scan: Callable[[], list[tuple[str, str, i
         if (rule, fname, line) in seen:
             continue
         seen.add((rule, fname, line))
-        out.append(Finding(rule, fname, line, f"line {line}: {why}"))
+        out.append(Finding(rule=rule, message=f"line {line}: {why}", file=fname, line=line))
     return out[:MAX_FINDINGS]
 
 

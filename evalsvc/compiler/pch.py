@@ -2,7 +2,7 @@
 
 Built once per toolchain and flag set by trusted code, then mounted read-only into compile jobs: gcc finds
 `<dir>/torch/extension.h.gch` ahead of the real header and uses it when the flags match, else falls back.
-Run as `python -m evalsvc.build.pch OUT [FLAGSET_JSON ...]`.
+Run as `python -m evalsvc.compiler.pch OUT [FLAGSET_JSON ...]`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def pch_subdir(extra_cflags: list[str]) -> str:
 
 def _cxx_cflags(extra_cflags: list[str], scratch: Path) -> list[str]:
     """The exact flags torch's ninja writer uses for a C++ source, less the per-extension name."""
-    from evalsvc.build.ninja_build import ExtensionBuild, write_ninja_file
+    from evalsvc.compiler.ninja_build import ExtensionBuild, write_ninja_file
 
     src = scratch / "probe.cpp"
     src.write_text("")
@@ -40,7 +40,7 @@ def _cxx_cflags(extra_cflags: list[str], scratch: Path) -> list[str]:
 
 
 def build_pch(out: Path, extra_cflags: list[str]) -> Path:
-    from evalsvc.build.ninja_build import torch_include_dir
+    from evalsvc.compiler.ninja_build import torch_include_dir
 
     header = torch_include_dir() / "torch" / "extension.h"
     target = out / pch_subdir(extra_cflags) / "torch" / "extension.h.gch"

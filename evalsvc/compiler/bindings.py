@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from evalsvc.build.inline import InlineCall, generated_sources
+from evalsvc.compiler.inline import InlineCall, generated_sources
 
 
 class BindingError(Exception):
@@ -1276,7 +1276,7 @@ def _system_include_dirs() -> tuple[Path, ...]:
     try:
         from torch.utils import cpp_extension as cx
 
-        from evalsvc.build.ninja_build import vendor_include_flags
+        from evalsvc.compiler.ninja_build import vendor_include_flags
 
         dirs += cx.include_paths()
         dirs += [os.path.join(cx.CUDA_HOME, "include")] if cx.CUDA_HOME else []

@@ -102,6 +102,6 @@ def lighten(text: str) -> str | None:
 
 def torch_ops_dir() -> Path:
     """Where this torch keeps its per-operator headers."""
-    from evalsvc.build.ninja_build import torch_include_dir
+    from evalsvc.compiler.ninja_build import torch_include_dir
 
     return torch_include_dir() / "ATen" / "ops"

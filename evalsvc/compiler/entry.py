@@ -1,10 +1,10 @@
 """The compile jobs, run inside the sandbox, in two separate runs that share nothing:
 
-- `python -m evalsvc.build.entry capture JOB OUT` imports a KernelBench solution (twice, with load_inline
+- `python -m evalsvc.compiler.entry capture JOB OUT` imports a KernelBench solution (twice, with load_inline
   intercepted) and writes the load_inline calls it makes to `OUT/capture.json`. This is the only job that
   runs the candidate's Python; what it writes is the build's input, validated by the trusted side, never
   evidence about a build.
-- `python -m evalsvc.build.entry build JOB OUT` builds the extensions the trusted side wrote to JOB (the
+- `python -m evalsvc.compiler.entry build JOB OUT` builds the extensions the trusted side wrote to JOB (the
   candidate's own translation units, and binding units we generated), with ninja, and writes each library
   and each of the candidate's object files under `OUT/ext/<key>/`, and `OUT/report.json`. No candidate
   code runs in it, only the compilers, on flags from an allowlist.
@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evalsvc.build.diagnostics import excerpt, parse_diagnostics, parse_ptxas
-from evalsvc.build.inline import InlineCall, NotStatic, normalize_call
+from evalsvc.compiler.diagnostics import excerpt, parse_diagnostics, parse_ptxas
+from evalsvc.compiler.inline import InlineCall, NotStatic, normalize_call
 
 AGENT_ENV = Path(__file__).parent / "agent_env"
 REPORT_MAX_BYTES = 512 * 1024
@@ -134,7 +134,7 @@ def object_name(source: str, with_cuda: bool) -> str:
 
 
 def _build_one(ext: ExtensionSpec, spec: JobSpec, src: Path, scratch: Path, out: Path) -> ExtensionReport:
-    from evalsvc.build.ninja_build import ExtensionBuild, build_extension, cuda_arch_flags
+    from evalsvc.compiler.ninja_build import ExtensionBuild, build_extension, cuda_arch_flags
 
     cuda_cflags = list(ext.cuda_cflags)
     if ext.with_cuda:
@@ -177,9 +177,9 @@ def _build_one(ext: ExtensionSpec, spec: JobSpec, src: Path, scratch: Path, out:
 
 
 def _lighten(sources: list[Path]) -> dict[Path, str]:
-    """Rewrite the `.cu` sources to the light torch prelude (evalsvc.build.light_headers), writing the
+    """Rewrite the `.cu` sources to the light torch prelude (evalsvc.compiler.light_headers), writing the
     prelude beside them; their original texts, to restore when the light build fails."""
-    from evalsvc.build.light_headers import PRELUDE_NAME, lighten, operators_named, prelude, torch_ops_dir
+    from evalsvc.compiler.light_headers import PRELUDE_NAME, lighten, operators_named, prelude, torch_ops_dir
 
     cuda = {p: p.read_text() for p in sources if p.suffix == ".cu"}
     light = {p: t for p, text in cuda.items() if (t := lighten(text)) is not None}
@@ -195,7 +195,7 @@ def _lighten(sources: list[Path]) -> dict[Path, str]:
 
 def _pch_includes(extra_cflags: list[str]) -> list[Path]:
     """The read-only precompiled-header directory for these flags, when the worker provides one."""
-    from evalsvc.build.pch import pch_subdir
+    from evalsvc.compiler.pch import pch_subdir
 
     root = os.environ.get("EVALSVC_PCH_DIR")
     if not root:
@@ -243,7 +243,7 @@ def main(argv: list[str]) -> int:
 
 
 def fingerprint() -> int:
-    from evalsvc.build.toolchain import current_toolchain
+    from evalsvc.compiler.toolchain import current_toolchain
 
     sys.stdout.write(json.dumps(current_toolchain().model_dump()) + "\n")
     return 0

@@ -3,7 +3,7 @@
 Checks read the `ast`, never regexes over the text. Names are resolved through imports and
 assignments (`import torch as T`, `from torch.nn import functional as F`, `F = torch.nn.functional`,
 `getattr(torch, "relu")`), so an alias does not hide a use. Imports, patching, reflection, fallbacks,
-threads and seeds are refused anywhere in the files; static_forward looks at what forward runs.
+threads and seeds are refused anywhere in the files; screening.forward looks at what forward runs.
 """
 
 from __future__ import annotations

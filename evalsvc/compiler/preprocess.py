@@ -1,6 +1,6 @@
 """The real C preprocessor over a solution's C++/CUDA text, on the trusted side, for the static screens.
 
-The token screen (evalsvc.core.static_native) reads raw text: it cannot expand `#define KNS at` or a
+The token screen (evalsvc.screening.native) reads raw text: it cannot expand `#define KNS at` or a
 `-DKNS=at` flag. Here `g++ -E` does, so the screen can read what the compiler will. The text is hostile
 and this runs outside the sandbox, so:
 
@@ -32,8 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evalsvc.build.flags import sets_predefined_macros, split_flags
-from evalsvc.core.static_native import decode_ucns, join_splices, literal_end
+from evalsvc.compiler.flags import sets_predefined_macros, split_flags
+from evalsvc.screening.native import decode_ucns, join_splices, literal_end
 
 MAX_INPUT_BYTES = 8 * 1024 * 1024  # the compile stage's own limit on captured sources
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024

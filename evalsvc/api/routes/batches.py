@@ -19,12 +19,12 @@ from evalsvc.api.deps import (
     WaitQuery,
     current_principal,
 )
-from evalsvc.api.devices import refuse_unserved_classes
 from evalsvc.api.limits import admit
 from evalsvc.api.links import follow
 from evalsvc.api.lookup import owned_batch
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import ProblemError, problem_responses
+from evalsvc.api.routes.devices import refuse_unserved_classes
 from evalsvc.api.submit import (
     enqueue_new,
     evaluation_job,

@@ -2,7 +2,7 @@
 
 Backslash-newline splices are joined first, then comments and the contents of string and character
 literals are dropped, so text inside them never counts. The text may be raw source or what the C
-preprocessor made of it (evalsvc.build.preprocess): its line markers (`# 12 "file"`) set the line
+preprocessor made of it (evalsvc.compiler.preprocess): its line markers (`# 12 "file"`) set the line
 numbers, so findings point at the original lines either way. The checks read the token stream:
 qualified names (`at::matmul`, and `cpu::mm` under `using namespace at;`), calls (`system(`), method
 calls (`x.mm(`), declarations (`static torch::Tensor cache;`) and namespace-scope objects whose

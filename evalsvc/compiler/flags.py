@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from evalsvc.core.static_checks import Finding
+from evalsvc.core.results import Finding
 
 FLAG_RULE = "build-flag"
 FLAG_FILE = "load_inline flags"
@@ -153,7 +153,8 @@ def check_flags(
         ("extra_ldflags", ldflags, lambda flag, value: _link_flag(flag, value, allow_vendor_libs)),
     ):
         for flag, why in _refusals(items, allowed):
-            found.append(Finding(FLAG_RULE, FLAG_FILE, 0, f"{where}: `{flag}` {why}; {_INSTEAD[where]}"))
+            message = f"{where}: `{flag}` {why}; {_INSTEAD[where]}"
+            found.append(Finding(rule=FLAG_RULE, message=message, file=FLAG_FILE, line=0))
     return found
 
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
 from evalsvc.api.deps import FormatQuery, StoreDep, current_principal
-from evalsvc.api.health import live_workers
 from evalsvc.api.problems import ProblemError, ValidationItem, problem_responses
+from evalsvc.api.routes.health import live_workers
 from evalsvc.api.views import DeviceView
 from evalsvc.render import render_devices
 from evalsvc.service.records import EvaluationRequest

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import capstone
 
-from evalsvc.core.static_checks import Finding
+from evalsvc.core.results import Finding
 
 MAX_OBJECT_BYTES = 64 << 20
 MAX_CODE_BYTES = 8 << 20  # executable bytes per object: bounds the disassembly time (~20 s at most)
@@ -1530,7 +1530,7 @@ def _finding(obj: str, hit: _Hit, names: Mapping[str, str]) -> Finding:
     reason = hit.reason.replace("{related}", related)
     if related and "{related}" not in hit.reason:
         reason += f", {hit.relation} `{related}`"
-    return Finding(hit.rule, obj, 0, f"`{_readable(hit.subject, names)}` {reason}")
+    return Finding(rule=hit.rule, message=f"`{_readable(hit.subject, names)}` {reason}", file=obj, line=0)
 
 
 def _bounded(obj: str, hits: list[_Hit], names: Mapping[str, str]) -> list[Finding]:

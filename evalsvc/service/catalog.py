@@ -1,4 +1,5 @@
-"""Task pools in Redis: where each task came from, its vet record per device class, and suites.
+"""The task catalogue in Redis: where each task came from (pool entries), its vet record per device class,
+and suites.
 
 Suites are versioned: `evalsvc:suite:<name>` holds every version's document, `evalsvc:suites` the latest
 version number of each name. Saving the same set again writes nothing.

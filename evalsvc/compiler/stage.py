@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from evalsvc.build.bindings import AGENT_ENV_FILES, BindingError, split_agent_tree, split_inline
-from evalsvc.build.entry import (
+from evalsvc.compiler.bindings import AGENT_ENV_FILES, BindingError, split_agent_tree, split_inline
+from evalsvc.compiler.entry import (
     AGENT_ENV,
     REPORT_MAX_BYTES,
     BuildReport,
@@ -34,17 +34,16 @@ from evalsvc.build.entry import (
     JobSpec,
     summarize,
 )
-from evalsvc.build.flags import check_flags
-from evalsvc.build.inline import InlineCall
-from evalsvc.build.preprocess import PreprocessError, preprocess
-from evalsvc.build.symbol_screen import screen_objects
-from evalsvc.build.toolchain import Toolchain
+from evalsvc.compiler.flags import check_flags
+from evalsvc.compiler.inline import InlineCall
+from evalsvc.compiler.preprocess import PreprocessError, preprocess
+from evalsvc.compiler.symbol_screen import screen_objects
+from evalsvc.compiler.toolchain import Toolchain
 from evalsvc.core.hashing import content_hash
 from evalsvc.core.results import CompileReport, Finding, Status
 from evalsvc.core.solutions import Solution, SolutionFormat
-from evalsvc.core.static_checks import Finding as StaticFinding
-from evalsvc.core.static_checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.sandbox.base import CompileSandbox, Mount, SandboxLimits, SandboxRun
+from evalsvc.screening.checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.store.artifacts import ArtifactStore
 
 MAX_SOURCES_BYTES = 8 * 1024 * 1024
@@ -206,7 +205,7 @@ class Compiler:
 
     def _plan_inline(self, calls: list[InlineCall], allow_vendor_libs: bool) -> BuildPlan | CompileOutcome:
         plan = BuildPlan()
-        flag_findings: list[StaticFinding] = []
+        flag_findings: list[Finding] = []
         for call in calls:
             if "sources" in self.screens:
                 flag_findings += check_flags(
@@ -428,7 +427,7 @@ class Compiler:
         if with_pch and self.pch_dir is not None and self.pch_dir.is_dir():
             mounts.append(Mount(self.pch_dir, "/pch", read_only=True))
             env["EVALSVC_PCH_DIR"] = "/pch"
-        argv = [self.python, "-m", "evalsvc.build.entry", command, "/job", "/out"]
+        argv = [self.python, "-m", "evalsvc.compiler.entry", command, "/job", "/out"]
         return self.sandbox.run(argv, mounts, limits, env), out
 
 
@@ -489,7 +488,7 @@ def _write_files(root: Path, files: dict[str, str]) -> None:
         dest.write_text(text)
 
 
-def _screen_own(plan: BuildPlan, allow_vendor_libs: bool) -> list[StaticFinding]:
+def _screen_own(plan: BuildPlan, allow_vendor_libs: bool) -> list[Finding]:
     """The candidate's own units, as written and as the preprocessor sees them (line splices joined,
     macros of the source and the flags expanded); a unit the preprocessor cannot take is read as written
     only (the symbol screen still reads what it compiles to)."""
@@ -513,20 +512,20 @@ def _with_wall(limits: SandboxLimits, seconds: float) -> SandboxLimits:
     return replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
 
 
-def _evidence_missing() -> StaticFinding:
+def _evidence_missing() -> Finding:
     why = "the record of the candidate's sources or objects is missing or unreadable: refused, not passed"
-    return StaticFinding(rule="build-evidence", file="artifact", line=0, why=why)
+    return Finding(rule="build-evidence", message=why, file="artifact", line=0)
 
 
-def _refused(findings: list[StaticFinding], report: CompileReport | None = None) -> CompileOutcome:
-    found = [Finding(rule=f.rule, message=f.why, file=f.file, line=f.line) for f in findings]
+def _refused(findings: list[Finding], report: CompileReport | None = None) -> CompileOutcome:
+    found = list(findings)
     rules = sorted({f.rule for f in findings})
     first = findings[0]
-    message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.why}"
+    message = f"refused by static checks ({', '.join(rules)}) in {first.file}, {first.message}"
     return CompileOutcome(Status.FORBIDDEN, report or CompileReport(ok=False), None, found, message)
 
 
-def screen_sources(solution: Solution, allow_vendor_libs: bool) -> list[StaticFinding]:
+def screen_sources(solution: Solution, allow_vendor_libs: bool) -> list[Finding]:
     """The checks that need no build: the Python, and the C++/CUDA readable without running anything
     (string constants handed to load_inline, a CUDA Agent tree's files)."""
     python = {k: v for k, v in solution.files.items() if k.endswith(".py")}
@@ -588,7 +587,10 @@ def probe_toolchain(
 ) -> Toolchain:
     """Ask the sandbox's own toolchain for its fingerprint (it is what builds the artifacts)."""
     run = sandbox.run(
-        [python, "-m", "evalsvc.build.entry", "--fingerprint"], [], SandboxLimits(wall_seconds=120), env or {}
+        [python, "-m", "evalsvc.compiler.entry", "--fingerprint"],
+        [],
+        SandboxLimits(wall_seconds=120),
+        env or {},
     )
     for line in reversed(run.output.strip().splitlines()):
         if line.startswith("{"):

@@ -15,7 +15,7 @@ from evalsvc.api.deps import PrincipalDep, StoreDep, current_principal
 from evalsvc.api.lookup import not_found
 from evalsvc.api.problems import ProblemError, problem_responses
 from evalsvc.core.pools import SUITE_NAME, CreateSuite, Split, SuiteSummary, SuiteTasks, VetStatus
-from evalsvc.service.pools import PoolStore, summary
+from evalsvc.service.catalog import PoolStore, summary
 
 router = APIRouter(prefix="/v1/suites", tags=["suites"], dependencies=[Depends(current_principal)])
 
