@@ -76,11 +76,17 @@ def eval_cmd(
     no_compile_baseline: Annotated[bool, typer.Option("--no-compile-baseline")] = False,
     profile: Annotated[bool, typer.Option("--profile", help="profile the candidate after timing it")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result document as JSON")] = False,
+    show_progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="stages on stderr (default: not with --json)"),
+    ] = None,
 ) -> None:
-    """Evaluate one solution locally. Exit 0 when it ran, whatever the verdict; 3 when it could not run
+    """Evaluate one solution locally, in the data directory EVALSVC_DATA_DIR (default /var/lib/evalsvc), the
+    one every command uses. Exit 0 when it ran, whatever the verdict; 3 when it could not run
     here (the device is not on this machine, the sandbox cannot start, an internal error)."""
     from evalsvc.cli_exit import COULD_NOT_RUN, require_device, result_json
     from evalsvc.cli_files import read_solution, read_task
+    from evalsvc.cli_progress import stages_on_stderr
     from evalsvc.core.options import EvalOptions
     from evalsvc.core.results import Status
     from evalsvc.render import render_result
@@ -91,11 +97,12 @@ def eval_cmd(
     require_device(settings.device)
     task_spec = read_task(task, meta)
     sol = read_solution(solution)
-    engine = make_local_pipeline(settings)
     options = EvalOptions(
         trials=trials, timing_budget_s=budget, compile_baseline=not no_compile_baseline, profile=profile
     )
-    result = engine.evaluate(task_spec, sol, options)
+    with stages_on_stderr(not as_json if show_progress is None else show_progress):
+        engine = make_local_pipeline(settings)
+        result = engine.evaluate(task_spec, sol, options)
     sys.stdout.write((result_json(result, None, "done") if as_json else render_result(result)) + "\n")
     if result.status is Status.INTERNAL_ERROR:
         raise typer.Exit(COULD_NOT_RUN)
@@ -185,7 +192,10 @@ def _gpu_class(device: str) -> str:
 
 @app.command()
 def up(
-    data_dir: Annotated[Path, typer.Option(help="state, logs, artifacts")] = Path("var"),
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="state, logs, artifacts (default: EVALSVC_DATA_DIR, else /var/lib/evalsvc)"),
+    ] = None,
     port: int = 8000,
     redis_url: Annotated[
         str | None, typer.Option(help="where the stack's Redis listens (default: EVALSVC_REDIS_URL)")
@@ -212,9 +222,9 @@ def up(
     from evalsvc.stack import Stack, visible_gpus
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    data_dir = data_dir.resolve()
-    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     settings = Settings()
+    data_dir = (data_dir or settings.data_dir).resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     stack = Stack(
         data_dir=data_dir,
         redis_url=redis_url or settings.redis_url,

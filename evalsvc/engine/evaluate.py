@@ -6,6 +6,7 @@ Every failure of the candidate becomes a status here, and our own bugs an `inter
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 import traceback
@@ -33,6 +34,8 @@ from evalsvc.engine.device_info import device_name, nvml_snapshot
 from evalsvc.engine.judge import Judge, Verdict
 from evalsvc.engine.reference import ReferenceFailed
 from evalsvc.store.artifacts import ArtifactStore
+
+progress = logging.getLogger("evalsvc.progress")  # stage by stage, for a person waiting (`evalsvc eval`)
 
 
 class Evaluator:
@@ -183,7 +186,13 @@ class LocalPipeline:
         except (InvalidSolution, InvalidTask) as e:
             status = Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR
             return failure(status, str(e), options)
+        progress.info("compiling")
         outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs)
+        progress.info(
+            "compile: %s in %.1f s",
+            outcome.status.value,
+            outcome.report.duration_s if outcome.report else 0.0,
+        )
         if outcome.status is not Status.OK or outcome.artifact_key is None:
             result = compile_failure(
                 outcome.status, outcome.message, outcome.report, outcome.findings, options

@@ -70,6 +70,7 @@ from evalsvc.sandboxed.runner import cpu_device_threads, keep_freed_memory
 
 MAX_POISON_BYTES = 1 << 30
 log = logging.getLogger("evalsvc.judge")
+progress = logging.getLogger("evalsvc.progress")  # stage by stage, for a person waiting (`evalsvc eval`)
 # Candidates faster than this are also timed from CUDA-graph replays, display only (docs/performance.md).
 GRAPH_TIMING_BELOW_MS = 0.025
 
@@ -228,10 +229,12 @@ class Judge:
             self.gpu.let_timing_pass()
             self._load(handle, ref)
             trial_seeds = seeds[1 : n_trials + 1]
+            progress.info("correctness: %d trials on fresh random inputs", len(trial_seeds))
             for t, seed in enumerate(trial_seeds):
                 first = t == 0
                 self.gpu.let_timing_pass()
                 self._trial(handle, ref, t, seed, first, verdict, repeat=(t == 1))
+            progress.info("timing the candidate")
             with self.quiet(), self._attributed(handle) as candidate_time:
                 self._time_candidate(rounds, policy, rng, overhead, verdict.timings)
             self._where_time_went(null_time, candidate_time, rounds.calls, own_libraries, verdict.timings)
@@ -251,6 +254,7 @@ class Judge:
             return verdict
         finally:
             handle.close()
+        progress.info("timing the baselines (eager%s)", ", torch.compile" if options.compile_baseline else "")
         self._baselines(ref, probe_seeds, options, verdict.timings, rng)
         verdict.roofline = self._roofline(ref, probe[0], verdict.timings)
         verdict.review = self._implausible(verdict.timings, verdict.roofline, options)
