@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from evalsvc.cli_batch import batch_app
 from evalsvc.cli_gate import gate_cmd
 from evalsvc.cli_pools import suites_app, tasks_app
 
@@ -25,6 +26,7 @@ app = typer.Typer(
 
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(suites_app, name="suites")
+app.add_typer(batch_app, name="batch")
 app.command("gate")(gate_cmd)
 
 

@@ -3,8 +3,13 @@ sandbox and two CPU-device workers on two queues. Nothing faked."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +88,54 @@ def test_duplicate_is_served_from_cache_and_wait_returns_early(stack: LiveStack)
         again = client.submit(small_task(ok.task_id), ok.solution(), opts)
     assert again.id == first.id and again.deduplicated and again.state == "done"
     assert done.result is not None and done.result.compile is not None and done.result.compile.cached
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "evalsvc.cli", *args], capture_output=True, text=True, timeout=1200
+    )
+
+
+def test_batch_commands_and_gate_through_the_service(stack: LiveStack, tmp_path: Path) -> None:
+    ok, wrong = _case("l1/relu", "ok"), _case("l1/relu", "incorrect")
+    small = small_task(ok.task_id)
+    lines = [
+        EvaluationRequest(task=small, solution=case.solution(), options=EvalOptions(**FAST)).model_dump_json()
+        for case in (ok, wrong)
+    ]
+    (tmp_path / "requests.jsonl").write_text("\n".join(lines) + "\n")
+    run = _cli("batch", "submit", str(tmp_path / "requests.jsonl"), "--url", stack.url, "--wait", "--json")
+    assert run.returncode == 0, run.stderr
+    view = json.loads(run.stdout)
+    assert [item["status"] for item in view["items"]] == ["ok", "incorrect"]
+    assert "2/2" in run.stderr  # the progress bar's last state
+    shown = _cli("batch", "show", view["id"], "--url", stack.url)
+    assert shown.returncode == 0 and "2 of 2 done" in shown.stdout
+
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "task.py").write_text(small.source)
+    for case in (ok, wrong):
+        shutil.copy(case.solution_path, folder / case.solution_path.name)
+    entries = [
+        {"path": p.name, "device": "cpu", "expect": c.expect}
+        for c, p in ((ok, ok.solution_path), (wrong, wrong.solution_path))
+    ]
+    (folder / "suite.json").write_text(
+        json.dumps({"tasks": [{"id": "relu", "task": "task.py", "solutions": entries}]})
+    )
+    gate = _cli(
+        "gate",
+        str(folder / "suite.json"),
+        "--url",
+        stack.url,
+        "--budget",
+        "0.2",
+        "--trials",
+        "2",
+        "--no-compile-baseline",
+        "--junit",
+        str(tmp_path / "j.xml"),
+    )
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert "2 passed, 0 failed, 0 not judged" in gate.stdout
