@@ -104,7 +104,10 @@ def eval_cmd(
     )
     with stages_on_stderr(not as_json if show_progress is None else show_progress):
         engine = make_local_pipeline(settings)
-        result = engine.evaluate(task_spec, sol, options)
+        try:
+            result = engine.evaluate(task_spec, sol, options)
+        finally:
+            engine.evaluator.judge.close()
     sys.stdout.write((result_json(result, None, "done") if as_json else render_result(result)) + "\n")
     if result.status is Status.INTERNAL_ERROR:
         raise typer.Exit(COULD_NOT_RUN)

@@ -66,7 +66,10 @@ def _local(cases: list[tuple[str, SuiteCase]], device: str, options: EvalOptions
 
     require_device(device)
     pipeline = make_local_pipeline(Settings(device=device))
-    return run(cases, lambda case: pipeline.evaluate(case.task(), case.solution(), options))
+    try:
+        yield from run(cases, lambda case: pipeline.evaluate(case.task(), case.solution(), options))
+    finally:  # task processes and spare runners stopped here, not left to the interpreter's exit
+        pipeline.evaluator.judge.close()
 
 
 def _remote(

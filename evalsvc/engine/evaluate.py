@@ -188,11 +188,9 @@ class LocalPipeline:
             return failure(status, str(e), options)
         progress.info("compiling")
         outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs)
-        progress.info(
-            "compile: %s in %.1f s",
-            outcome.status.value,
-            outcome.report.duration_s if outcome.report else 0.0,
-        )
+        report = outcome.report
+        took = "cached" if report and report.cached else f"in {report.duration_s if report else 0.0:.1f} s"
+        progress.info("compile: %s, %s", outcome.status.value, took)
         if outcome.status is not Status.OK or outcome.artifact_key is None:
             result = compile_failure(
                 outcome.status, outcome.message, outcome.report, outcome.findings, options

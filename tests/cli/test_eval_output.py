@@ -35,7 +35,7 @@ def test_stages_on_stderr_and_only_json_with_json(docker_ready: None) -> None:
     shown = _eval()
     assert shown.returncode == 0, shown.stderr
     stages = [line.split("] ", 1)[1] for line in shown.stderr.splitlines() if line.startswith("[")]
-    assert stages[0] == "compiling" and stages[1].startswith("compile: ok in "), stages
+    assert stages[0] == "compiling" and stages[1].startswith("compile: ok, "), stages
     assert "correctness: 2 trials on fresh random inputs" in stages
     assert "incorrect" in shown.stdout  # the rendered result
 
