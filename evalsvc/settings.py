@@ -106,6 +106,9 @@ class Settings(BaseSettings):
         None, description="GPU workers: NVML UUID of this worker's GPU (NVML ignores CUDA_VISIBLE_DEVICES)"
     )
     gpu_max_temp_c: float = Field(85.0, description="GPU temperature above which timings are not trusted")
+    git_commit: str | None = Field(
+        None, description="the commit the image was built from (a build argument), for evalsvc_build_info"
+    )
     log_format: Literal["json", "text"] = Field("json", description="json: one JSON object per line")
     log_level: str = Field("INFO", description="root log level of workers and the gateway")
 

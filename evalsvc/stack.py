@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, scrape_config
+from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, rule_files, scrape_config
 from evalsvc.settings import SECRETS_DIR_VARIABLE
 
 log = logging.getLogger("evalsvc.stack")
@@ -189,9 +189,10 @@ class Stack:
         return env
 
     def start_prometheus(self) -> None:
-        """Write the scrape configuration; run Prometheus on it when installed and its port is free."""
+        """Write the scrape configuration (with the checkout's alert rules); run Prometheus on it when
+        installed and its port is free."""
         config = self.data_dir / "prometheus.yml"
-        config.write_text(scrape_config(self.scrape_targets, interval_s=self.scrape_interval_s))
+        config.write_text(scrape_config(self.scrape_targets, self.scrape_interval_s, rule_files()))
         exe = shutil.which("prometheus")
         if exe is None or _port_open("127.0.0.1", self.prometheus_port):
             return

@@ -52,7 +52,7 @@ def create_app(settings: Settings, *, enqueuer: Enqueuer | None = None) -> FastA
         generate_unique_id_function=_operation_id,
     )
     app.state.settings = settings
-    app.state.metrics = Metrics(settings.prometheus_multiproc_dir)
+    app.state.metrics = Metrics(settings.prometheus_multiproc_dir, settings.git_commit)
     app.state.auth = Authenticator(settings.api_keys)
     install_handlers(app)
     for module in (tasks, profiles, suites, evaluations, batches, events, compile, devices, health):

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the gateway: latency by route template and status class, submissions, problems.
+"""Prometheus metrics of the gateway: latency by route template and status class, submissions (also by
+tenant), problems, and the build (evalsvc_build_info).
 
 Each app owns its registry (tests build many apps). When PROMETHEUS_MULTIPROC_DIR is set, values go to
 prometheus-client's shared files and /metrics aggregates every process's files instead.
@@ -13,13 +14,17 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from evalsvc.observability.build_info import BuildInfoCollector
+
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
 class Metrics:
-    def __init__(self, multiproc_dir: Path | None) -> None:
+    def __init__(self, multiproc_dir: Path | None, git_commit: str | None = None) -> None:
         self.multiproc_dir = multiproc_dir
+        self.build = BuildInfoCollector(git_commit)
         self.registry = CollectorRegistry()
+        self.registry.register(self.build)
         self.latency = Histogram(
             "evalsvc_http_request_duration_seconds",
             "HTTP request latency (long-polls included)",
@@ -33,6 +38,13 @@ class Metrics:
             ["kind", "outcome"],
             registry=self.registry,
         )
+        # Tenants are the values of the configured API keys (EVALSVC_API_KEYS) or "anonymous": a bounded set.
+        self.tenant_submissions = Counter(
+            "evalsvc_tenant_submissions",
+            "jobs submitted, by tenant and kind (new and served from an existing job alike)",
+            ["tenant", "kind"],
+            registry=self.registry,
+        )
         self.cancellations = Counter(
             "evalsvc_cancellations",
             "jobs cancelled by their tenant (DELETE), by the state they were cancelled in",
@@ -43,8 +55,9 @@ class Metrics:
             "evalsvc_http_problems", "problem responses by code", ["code"], registry=self.registry
         )
 
-    def submitted(self, kind: str, existed: bool, n: int = 1) -> None:
+    def submitted(self, kind: str, existed: bool, tenant: str, n: int = 1) -> None:
         self.submissions.labels(kind, "existing" if existed else "new").inc(n)
+        self.tenant_submissions.labels(tenant, kind).inc(n)
 
     def cancelled(self, state: str) -> None:
         self.cancellations.labels(state).inc()
@@ -54,6 +67,7 @@ class Metrics:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=str(self.multiproc_dir))
+        registry.register(self.build)
         return generate_latest(registry)
 
 

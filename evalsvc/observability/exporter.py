@@ -3,8 +3,8 @@
 The worker's main process serves `/metrics` on EVALSVC_METRICS_PORT. With PROMETHEUS_MULTIPROC_DIR set
 (one directory per worker process group, emptied when the group starts) it aggregates the files of every
 process of the group: the prefork children that run the tasks, dead ones included for counters. Values
-that are read at scrape time rather than counted (queue depth from Redis, GPU health from NVML, which
-worker this is) are collectors of the serving process.
+that are read at scrape time rather than counted (queue depth and GPU heartbeats from Redis, GPU health
+from NVML, which worker and build this is) are collectors of the serving process.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
+from evalsvc.observability.build_info import BuildInfoCollector
 from evalsvc.observability.gpu_health import GpuHealthCollector
 from evalsvc.service.redis_clients import scrape_redis
-from evalsvc.service.state import JobStore
+from evalsvc.service.state import DEVICE_CLASS_MEMORY_S, JobStore
 from evalsvc.settings import Settings
 
 log = logging.getLogger("evalsvc.metrics")
@@ -91,6 +93,38 @@ class QueueDepthCollector(Collector):
         return GaugeMetricFamily("evalsvc_queue_depth", "jobs waiting in a queue", labels=["queue"])
 
 
+class HeartbeatCollector(Collector):
+    """evalsvc_gpu_heartbeat_age_seconds{device_class}: seconds since any GPU worker of a device class last
+    beat, read from Redis at scrape time (classes are remembered for a week, so a class whose every worker
+    died stays visible and ages; the gateway refuses its submissions once no beat is live)."""
+
+    def __init__(self, jobs: JobStore) -> None:
+        self.jobs = jobs
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        try:
+            beats = self.jobs.device_classes(DEVICE_CLASS_MEMORY_S)
+        except redis.RedisError as e:
+            log.warning("GPU heartbeats not read: Redis error %s", e)
+            return
+        now = time.time()
+        for device_class, beat in sorted(beats.items()):
+            family.add_metric([device_class], max(0.0, now - beat))
+        yield family
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            "evalsvc_gpu_heartbeat_age_seconds",
+            "seconds since a GPU worker of this device class last beat",
+            labels=["device_class"],
+        )
+
+
 class WorkerInfoCollector(Collector):
     """evalsvc_worker_info: which worker serves these metrics (one series per worker, value 1)."""
 
@@ -115,10 +149,10 @@ def worker_collectors(settings: Settings, compile_queue: str) -> list[Collector]
         "device_class": settings.device_class,
         "queue": settings.worker_queue or compile_queue,
     }
-    out: list[Collector] = [WorkerInfoCollector(info)]
+    out: list[Collector] = [WorkerInfoCollector(info), BuildInfoCollector(settings.git_commit)]
     if settings.worker_kind == "compile":
         jobs = JobStore(scrape_redis(settings))
-        out.append(QueueDepthCollector(jobs, [compile_queue]))
+        out += [QueueDepthCollector(jobs, [compile_queue]), HeartbeatCollector(jobs)]
     elif settings.device.startswith("cuda"):
         gpu = GpuHealthCollector(settings.gpu_uuid, settings.gpu_max_temp_c)
         gpu.start_xid_watch()

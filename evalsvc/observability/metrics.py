@@ -2,8 +2,9 @@
 
 Recorded by `workers/tasks.py` around its calls into the worker context, from the job and result documents
 (never inside the engine). Labels are bounded: statuses, milestones, stages and kinds are small fixed sets,
-worker names are one per worker, and anti-cheat rule names are capped per process (a rule name can come
-from the candidate's own process, so it is never trusted to be few).
+worker names are one per worker, tenants are those of the configured API keys (capped per process all the
+same: the worker reads them from job documents), and anti-cheat rule names are capped per process (a rule
+name can come from the candidate's own process, so it is never trusted to be few).
 
 With PROMETHEUS_MULTIPROC_DIR set (required for prefork compile workers) the values live in
 prometheus-client's per-process files and the exporter aggregates them.
@@ -37,6 +38,7 @@ SANDBOX_FAILURES = (
 STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600)
 REWARD_BUCKETS = (-1, -0.5, 0, 0.5, 1, 1.5, 2, 2.5, 3, 4, 5)
 MAX_RULES = 64  # distinct rule label values per process; the rest are counted as "other"
+MAX_TENANTS = 256  # distinct tenant label values per process; the rest are counted as "other"
 
 
 class WorkerMetrics:
@@ -66,6 +68,17 @@ class WorkerMetrics:
             "evalsvc_baseline_checks",
             "cached baselines re-checked by a short measurement, by kind and outcome (agreed, replaced)",
             ["kind", "outcome"],
+            registry=r,
+        )
+        # Per tenant: evaluations rewarded and their reward magnitudes by sign (mean = (pos - neg) / count).
+        # Tenants come from the configured API keys (EVALSVC_API_KEYS) or are "anonymous": a bounded set.
+        self.tenant_rewards = Counter(
+            "evalsvc_tenant_rewards", "evaluations that got a reward, by tenant", ["tenant"], registry=r
+        )
+        self.tenant_reward_points = Counter(
+            "evalsvc_tenant_reward_points",
+            "sum of the magnitudes of rewards, by tenant and sign (for a tenant's mean reward)",
+            ["tenant", "sign"],
             registry=r,
         )
         self.reward = Histogram(
@@ -112,6 +125,7 @@ class WorkerMetrics:
             registry=r,
         )
         self._rules: set[str] = set()
+        self._tenants: set[str] = set()
         # Known label values start at zero, so rates and dashboards have series before the first event.
         self.started.labels(worker_kind)
         self.inflight.labels(worker_kind, worker)
@@ -166,6 +180,9 @@ class WorkerMetrics:
             self.reward.observe(result.reward)
             sign = "positive" if result.reward >= 0 else "negative"
             self.reward_points.labels(sign).inc(abs(result.reward))
+            tenant = self._tenant(job.tenant)
+            self.tenant_rewards.labels(tenant).inc()
+            self.tenant_reward_points.labels(tenant, sign).inc(abs(result.reward))
             if result.uncertain:
                 self.uncertain.labels(milestone).inc()
             for check in result.timings.baseline_checks:
@@ -178,12 +195,20 @@ class WorkerMetrics:
             self.sandbox_failures.labels(kind).inc()
 
     def _rule(self, rule: str) -> str:
-        if rule in self._rules:
-            return rule
-        if len(self._rules) >= MAX_RULES:
-            return "other"
-        self._rules.add(rule)
-        return rule
+        return _capped(self._rules, rule, MAX_RULES)
+
+    def _tenant(self, tenant: str) -> str:
+        return _capped(self._tenants, tenant, MAX_TENANTS)
+
+
+def _capped(seen: set[str], value: str, cap: int) -> str:
+    """`value` as a label value, or "other" once `cap` distinct values have been used."""
+    if value in seen:
+        return value
+    if len(seen) >= cap:
+        return "other"
+    seen.add(value)
+    return value
 
 
 def sandbox_failure(result: EvaluationResult, worker_kind: str) -> str | None:

@@ -76,6 +76,9 @@ def test_metrics_count_submissions(gw: Gateway, task_id: str) -> None:
     text = gw.client.get("/metrics").text
     assert 'evalsvc_submissions_total{kind="evaluation",outcome="new"} 1.0' in text
     assert 'evalsvc_submissions_total{kind="evaluation",outcome="existing"} 1.0' in text
+    assert 'evalsvc_tenant_submissions_total{kind="evaluation",tenant="tenant-a"} 2.0' in text
+    assert 'tenant="tenant-b"' not in text  # a tenant appears once it submits
+    assert 'evalsvc_build_info{commit="unknown",version="' in text
 
 
 def test_metrics_in_multiprocess_mode(tmp_path: Path) -> None:
@@ -88,7 +91,7 @@ def test_metrics_in_multiprocess_mode(tmp_path: Path) -> None:
         "    c.get('/livez')\n"
         "    print(c.get('/metrics').text)\n"
     )
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path), "EVALSVC_GIT_COMMIT": "abc123"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert (
@@ -96,3 +99,4 @@ def test_metrics_in_multiprocess_mode(tmp_path: Path) -> None:
         in out.stdout
     )
     assert list(tmp_path.glob("*.db"))
+    assert 'evalsvc_build_info{commit="abc123",version="' in out.stdout

@@ -43,7 +43,7 @@ def test_kubernetes_documents_are_complete() -> None:
             assert doc.get("apiVersion") and doc.get("kind"), f
             assert doc.get("metadata", {}).get("name"), (f, doc.get("kind"))
             kinds.add(doc["kind"])
-    assert {"Deployment", "Service", "StatefulSet", "ScaledObject", "ConfigMap"} <= kinds
+    assert {"Deployment", "Service", "StatefulSet", "ScaledObject", "ConfigMap", "PrometheusRule"} <= kinds
     kustomization = _docs(DEPLOY / "kustomization.yaml")[0]
     listed = {Path(r).name for r in kustomization["resources"]}
     assert listed == {p.name for p in (DEPLOY / "k8s").glob("*.yaml")}
@@ -64,6 +64,17 @@ def test_gpu_workers_get_one_gpu_each() -> None:
     ]
     assert len(gpu_services) >= 2 and all(len(i) == 1 for i in ids) and len({i[0] for i in ids}) == len(ids)
     assert "--appendonly" in compose["redis"]["command"]
+
+
+def test_redis_is_scraped_through_its_exporter() -> None:
+    compose = _docs(DEPLOY / "docker-compose.yml")[0]["services"]
+    assert compose["redis-exporter"]["environment"]["REDIS_ADDR"] == "redis://redis:6379"
+    (_, sts) = _docs(DEPLOY / "k8s" / "redis.yaml")
+    template = sts["spec"]["template"]
+    (exporter,) = [c for c in template["spec"]["containers"] if c["name"] == "redis-exporter"]
+    port = str(exporter["ports"][0]["containerPort"])
+    notes = template["metadata"]["annotations"]
+    assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/port"] == port
 
 
 def test_configuration_is_only_settings_variables() -> None:
@@ -90,5 +101,6 @@ def test_promtool_accepts_the_compose_scrape_config() -> None:
     (cm,) = [d for d in _docs(DEPLOY / "k8s" / "prometheus.yaml") if d["kind"] == "ConfigMap"]
     (job,) = yaml.safe_load(cm["data"]["prometheus.yml"])["scrape_configs"]
     assert job["kubernetes_sd_configs"][0]["role"] == "pod"
+    assert yaml.safe_load(cm["data"]["prometheus.yml"])["rule_files"]
     keep = job["relabel_configs"][0]
     assert keep["action"] == "keep" and "prometheus_io_scrape" in keep["source_labels"][0]

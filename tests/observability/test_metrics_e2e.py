@@ -5,6 +5,7 @@ and the workers with their exporters) and a real Prometheus scraping it every se
 A few CPU evaluations of a small relu task move the counters (ok, incorrect, refused, a compile cache hit,
 a deduplicated submission, a problem response); then every panel query of every dashboard must return
 data from Prometheus' HTTP API. Panels of NVML readings need a GPU and are checked only where there is one.
+Prometheus loads the alert rules too (deploy/prometheus/rules/): each must evaluate without an error.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.observability.gpu_health import GpuHealthCollector
+from evalsvc.observability.prometheus_config import rule_files
 from evalsvc.sdk import ApiError, Client
 from evalsvc.service.records import State
 from evalsvc.stack import Stack
@@ -185,6 +188,8 @@ def test_counters_and_histograms_move_by_outcome_and_stage(stack: Stack, traffic
     assert _sum(gateway, "evalsvc_submissions_total", kind="evaluation", outcome="existing") == 1
     assert _sum(gateway, "evalsvc_http_problems_total") >= 1
     assert _sum(gateway, "evalsvc_http_request_duration_seconds_count", method="POST") >= 6
+    assert _sum(gateway, "evalsvc_tenant_submissions_total", tenant="anonymous", kind="evaluation") == 5
+    assert _sum(gateway, "evalsvc_build_info") == 1
 
     # Compile worker (prefork children, aggregated): 4 builds asked, 3 built, 1 from the cache, 1 refused.
     assert _sum(compile_w, "evalsvc_jobs_started_total", worker_kind="compile") == 4
@@ -201,6 +206,15 @@ def test_counters_and_histograms_move_by_outcome_and_stage(stack: Stack, traffic
     assert ("evalsvc_queue_depth", frozenset({("queue", "compile")})) in compile_w
     assert _sum(compile_w, "evalsvc_sandbox_failures_total") == 0
     assert _sum(compile_w, "evalsvc_worker_info", worker_kind="compile") == 1
+    assert _sum(compile_w, "evalsvc_build_info") == 1
+    heartbeats = {
+        dict(lbl)["device_class"]: v
+        for (n, lbl), v in compile_w.items()
+        if n.endswith("heartbeat_age_seconds")
+    }
+    assert heartbeats and all(0 <= age < 60 for age in heartbeats.values()), (
+        heartbeats
+    )  # the CPU worker beats
 
     # The CPU-device worker: three evaluations judged.
     assert _sum(cpu_w, "evalsvc_results_total", job_kind="evaluate", status="ok") == 2
@@ -211,6 +225,8 @@ def test_counters_and_histograms_move_by_outcome_and_stage(stack: Stack, traffic
     assert _sum(cpu_w, "evalsvc_reward_count") == 3
     assert _sum(cpu_w, "evalsvc_reward_bucket", le="-1.0") == 1  # the incorrect one
     assert _sum(cpu_w, "evalsvc_reward_points_total", sign="positive") >= 2
+    assert _sum(cpu_w, "evalsvc_tenant_rewards_total", tenant="anonymous") == 3
+    assert _sum(cpu_w, "evalsvc_build_info") == 1
 
 
 def test_every_dashboard_query_returns_data_from_prometheus(stack: Stack, traffic: dict[str, str]) -> None:
@@ -243,3 +259,25 @@ def test_every_dashboard_query_returns_data_from_prometheus(stack: Stack, traffi
             empty.append((q.dashboard, q.panel, q.promql()))
     assert checked >= 25
     assert not empty, empty
+
+
+def test_alert_rules_load_and_evaluate(stack: Stack, traffic: dict[str, str]) -> None:
+    want = {
+        rule["alert"]
+        for path in rule_files()
+        for group in yaml.safe_load(Path(path).read_text())["groups"]
+        for rule in group["rules"]
+    }
+    assert want
+    url = f"http://127.0.0.1:{stack.prometheus_port}/api/v1/rules"
+
+    def rules() -> dict[str, dict]:
+        body = httpx.get(url, timeout=10).json()
+        return {r["name"]: r for g in body["data"]["groups"] for r in g["rules"]}
+
+    # Evaluated at least once since the traffic, so every metric an alert reads has been scraped.
+    _wait(lambda: all(r["health"] != "unknown" for r in rules().values()), 30, "the rules to be evaluated")
+    got = rules()
+    assert set(got) == want
+    broken = {name: r.get("lastError") for name, r in got.items() if r["health"] != "ok"}
+    assert not broken, broken

@@ -16,16 +16,24 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from evalsvc.core.results import CompileReport, EvaluationResult, FailureKind, Finding, Status
 from evalsvc.core.solutions import Solution
-from evalsvc.observability.exporter import exposition_registry
-from evalsvc.observability.metrics import MAX_RULES, WorkerMetrics
+from evalsvc.observability.build_info import BuildInfoCollector, package_version
+from evalsvc.observability.exporter import exposition_registry, worker_collectors
+from evalsvc.observability.metrics import MAX_RULES, MAX_TENANTS, WorkerMetrics
 from evalsvc.service.records import Job, JobKind, State
+from evalsvc.settings import Settings
 
 
-def _job(result: EvaluationResult | None, kind: JobKind = JobKind.EVALUATE, created: float = 100.0) -> Job:
+def _job(
+    result: EvaluationResult | None,
+    kind: JobKind = JobKind.EVALUATE,
+    created: float = 100.0,
+    tenant: str = "anonymous",
+) -> Job:
     return Job(
         id="e_1",
         kind=kind,
         state=State.DONE,
+        tenant=tenant,
         solution=Solution(files={"solution.py": "x = 1\n"}),
         created_at=created,
         updated_at=created + 5,
@@ -111,6 +119,37 @@ def test_redelivery_and_rule_labels_are_bounded() -> None:
         for s in fam.samples
     }
     assert len(rules) == MAX_RULES + 1 and "other" in rules
+
+
+def test_rewards_by_tenant_with_bounded_labels() -> None:
+    m = WorkerMetrics("gpu", "w-1")
+    r = m.registry
+    m.finished(_job(EvaluationResult(status=Status.OK, reward=2.0, milestone=2), tenant="t-a"))
+    m.finished(_job(EvaluationResult(status=Status.INCORRECT, reward=-1.0, milestone=0), tenant="t-a"))
+    m.finished(_job(EvaluationResult(status=Status.OK, reward=0.5, milestone=1), tenant="t-b"))
+    m.finished(_job(None, kind=JobKind.COMPILE, tenant="t-c"))  # no reward: not counted for its tenant
+    assert _value(r, "evalsvc_tenant_rewards_total", tenant="t-a") == 2
+    assert _value(r, "evalsvc_tenant_reward_points_total", tenant="t-a", sign="positive") == 2.0
+    assert _value(r, "evalsvc_tenant_reward_points_total", tenant="t-a", sign="negative") == 1.0
+    assert _value(r, "evalsvc_tenant_rewards_total", tenant="t-b") == 1
+    assert r.get_sample_value("evalsvc_tenant_rewards_total", {"tenant": "t-c"}) is None
+    for i in range(MAX_TENANTS + 5):
+        m.finished(_job(EvaluationResult(status=Status.OK, reward=1.0, milestone=1), tenant=f"x-{i}"))
+    tenants = {
+        s.labels["tenant"] for fam in r.collect() if fam.name == "evalsvc_tenant_rewards" for s in fam.samples
+    }
+    assert len(tenants) == MAX_TENANTS + 1 and "other" in tenants
+    assert _value(r, "evalsvc_tenant_rewards_total", tenant="other") == 7  # the 7 tenants past the cap
+
+
+def test_build_info_from_every_worker_exporter() -> None:
+    for kind, commit in (("compile", "0123abc"), ("gpu", "0123abc"), ("gpu", None)):
+        settings = Settings(worker_kind=kind, device="cpu", git_commit=commit)
+        (build,) = [c for c in worker_collectors(settings, "compile") if isinstance(c, BuildInfoCollector)]
+        registry = exposition_registry(None, None, [build])  # the others would read Redis or NVML
+        labels = {"version": package_version(), "commit": commit or "unknown"}
+        assert registry.get_sample_value("evalsvc_build_info", labels) == 1.0
+    assert package_version() != "unknown"  # the test environment installs the package
 
 
 _CHILD = textwrap.dedent(

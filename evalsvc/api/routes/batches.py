@@ -92,7 +92,7 @@ def submit_batch(
     stored = store_jobs(store, items)
     jobs: list[Job | BrokenJob] = [job for job, _ in stored]
     for _, existed in stored:
-        metrics.submitted("batch_item", existed)
+        metrics.submitted("batch_item", existed, tenant)
     enqueue_new(store, enqueuer, [job for job, existed in stored if not existed])
     batch_id, existed = store.create_batch([j.id for j in jobs], idempotency_key=key)
     if existed:  # a concurrent request with the same key won the race; answer with its batch

@@ -120,5 +120,5 @@ def _create(
         return job
     admit(store, settings, tenant, 1)
     job, existed = submit(store, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
-    metrics.submitted("compile", existed)
+    metrics.submitted("compile", existed, tenant)
     return job

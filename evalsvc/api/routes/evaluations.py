@@ -74,7 +74,7 @@ def submit_evaluation(
         missing = admit(store, settings, tenant, 1, referenced_tasks([body]), principal.owner)
         task_id = resolve_task(store, body, missing, principal.owner)
         job, existed = submit(store, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
-        metrics.submitted("evaluation", existed)
+        metrics.submitted("evaluation", existed, tenant)
     response.headers["Location"] = f"/v1/evaluations/{job.id}"
     return EvaluationView.of(job, deduplicated=existed)
 
