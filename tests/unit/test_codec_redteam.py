@@ -343,3 +343,74 @@ def test_a_request_ends_within_its_timeout() -> None:
         handle.kill()
         parent.close()
     assert elapsed < 1.5, f"the judge was held {elapsed:.1f} s on a 1 s request"
+
+
+# --- 9. a GPU judge takes pipe frames up to 32 GiB into host memory ------------------------------------
+
+
+class _NoProcess:
+    pid = None
+    exitcode = None
+
+    def start(self) -> None:
+        pass
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+    def is_alive(self) -> bool:
+        return False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: for a non-CPU device RunnerLauncher._spawn gives reply_limit=MAX_MESSAGE_BYTES "
+    "(32 GiB), not the runner's memory limit, and _from_pipe gathers a whole frame in a host bytearray "
+    "before .to(device): a runner with a 256 MiB limit writes one 64 MiB buffer 16 times as a 1 GiB frame "
+    "and the judge's host peak grows ~1040 MiB in ~1.3 s ('meta' stands in for cuda here; the host side is "
+    "the same); up to 32 GiB per tensor frame, which the runner never has to hold; on cuda the judge's "
+    "caching allocator then keeps the GPU copy's memory after the reply is dropped "
+    "(not measured here: no GPU)",
+)
+def test_a_gpu_judge_holds_no_more_host_memory_than_the_runner_may(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from evalsvc.engine import launcher as launcher_mod
+
+    limit = 256 * MiB
+    launcher = launcher_mod.RunnerLauncher(
+        "cuda:0", isolate=False, limits=launcher_mod.RunnerLimits(memory_bytes=limit), scratch_root=tmp_path
+    )
+    monkeypatch.setattr(launcher._ctx, "Process", lambda *a, **kw: _NoProcess())
+    handle = launcher._spawn()
+    reply_limit = handle.reply_limit
+    handle.close()
+
+    n = 1 << 30
+    piece = bytes(64 * MiB)  # all the runner holds
+    judge, hostile = mp.Pipe()
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            hostile.send_bytes(encode({"ok": True, "output": {MARK: 0, "dtype": "uint8", "shape": [n]}}))
+            os.write(hostile.fileno(), struct.pack("!i", -1) + struct.pack("!Q", n))
+            for _ in range(n // len(piece)):
+                view = memoryview(piece)
+                while view:
+                    view = view[os.write(hostile.fileno(), view) :]
+
+    threading.Thread(target=feed, daemon=True).start()
+    try:
+        with peak_growth() as peak:
+            try:
+                got = receive(judge, "meta", 30.0, None, max_bytes=reply_limit)
+                outcome = "returned"
+                del got
+            except BadMessage:
+                outcome = "BadMessage"
+    finally:
+        judge.close()
+        hostile.close()
+    assert outcome == "BadMessage" or peak.growth < limit, (
+        f"{outcome} (reply_limit {reply_limit >> 20} MiB): judge host grew {peak.growth >> 20} MiB"
+    )
