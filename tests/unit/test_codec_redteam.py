@@ -153,6 +153,24 @@ def test_decoding_a_header_stops_at_the_deadline() -> None:
     assert elapsed < 1.5, f"{outcome} after {elapsed:.1f} s (timeout 0.5 s)"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: with no shared references at all, a header of EMPTY_DICT/APPEND opcodes (2 bytes per "
+    "empty dict, ~72+ bytes each once loaded and again once rebuilt) grows the judge ~594 MiB in ~5.1 s for "
+    "an 8 MiB header (timeout 1 s, max_bytes=0): ~70x, so the allowed 64 MiB header is ~4.7 GiB and ~40 s, "
+    "none of it counted against max_bytes",
+)
+def test_a_header_of_many_small_containers_is_bounded() -> None:
+    n = (8 * MiB) // 2
+    blob = with_pickle(b"\x80\x02]" + b"}a" * n + b".")
+    with peak_growth() as peak:
+        outcome, elapsed = judge_receive(frame(blob), timeout_s=1.0, arena=None, max_bytes=0)
+    assert peak.growth < 128 * MiB, (
+        f"{outcome}: judge grew {peak.growth >> 20} MiB for a {len(blob)} B header"
+    )
+    assert elapsed < 2.0, f"{outcome} after {elapsed:.1f} s (timeout 1 s)"
+
+
 # --- 3. the arena overlap check is quadratic and has no deadline ----------------------------------------
 
 
