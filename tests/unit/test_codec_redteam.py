@@ -432,3 +432,57 @@ def test_a_gpu_judge_holds_no_more_host_memory_than_the_runner_may(
     assert outcome == "BadMessage" or peak.growth < limit, (
         f"{outcome} (reply_limit {reply_limit >> 20} MiB): judge host grew {peak.growth >> 20} MiB"
     )
+
+
+# --- 10. a task process's non-BadMessage reply: not failed, and its pipe out of step for the next ------
+
+
+def _task_peer(conn: Any) -> None:
+    """A task's process: answers the first request with a header that ends in TypeError in the judge and,
+    right behind it, a whole second reply staged for whichever evaluation asks next; then never answers."""
+    os.setpgrp()
+    conn.recv_bytes()  # the first request's header (it carries no tensors)
+    bad = encode({"ok": True, "output": {MARK: 0, "dtype": "float32", "shape": [0, 2**64]}})
+    staged = encode({"ok": True, "output": "staged before the request was sent"})
+    os.write(conn.fileno(), frame(bad) + frame(b"") + frame(staged))
+    time.sleep(60)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="red team: TaskProcess.request turns only RunnerTimeout/RunnerDied/BadMessage into a failed, "
+    "killed task process; the TypeError of a malformed header passes through, the process stays in use, and "
+    "the next request (another evaluation taking its turn on the shared pipe) received {'ok': True, "
+    "'output': 'staged before the request was sent'}, a reply the task "
+    "wrote before that request was sent",
+)
+def test_a_task_process_that_sends_a_malformed_reply_is_failed_not_reused() -> None:
+    from types import SimpleNamespace
+
+    from evalsvc.engine.launcher import RunnerHandle, RunnerLimits
+    from evalsvc.engine.reference import TaskProcess
+
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=True)
+    proc = ctx.Process(target=_task_peer, args=(child,), daemon=True)
+    proc.start()
+    child.close()
+    handle = RunnerHandle(proc, parent, Path(tempfile.mkdtemp()), "cpu", None, os.getuid(), reply_limit=MiB)
+    handle.ready = True
+    task = TaskProcess(handle, SimpleNamespace(id="t"), SimpleNamespace(limits=RunnerLimits()))  # type: ignore[arg-type]
+    try:
+        try:
+            task.request({"op": "inputs", "seed": 1}, timeout_s=5.0)
+            first = "returned"
+        except Exception as e:
+            first = type(e).__name__
+        failed = task.failed
+        try:  # the next evaluation's turn on this task process
+            second: Any = task.request({"op": "inputs", "seed": 2}, timeout_s=2.0)
+        except Exception as e:
+            second = type(e).__name__
+    finally:
+        handle.kill()
+        parent.close()
+    assert first == "ReferenceFailed" and failed, f"first request: {first}, task process failed: {failed}"
+    assert second == "ReferenceFailed", f"the next request got {second!r}"
