@@ -16,6 +16,7 @@ writes there is only ever copied out once, after its reply, and then checked lik
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
 import io
@@ -25,6 +26,7 @@ import os
 import select
 import struct
 import time
+import zipfile
 from typing import Any
 
 import torch
@@ -33,7 +35,9 @@ MARK = "__evalsvc_tensor__"
 SAME = "same"  # with MARK: the tensor of that index again
 MAX_MESSAGE_BYTES = 32 * 1024**3
 MAX_ARENA_BYTES = 8 * 1024**3
-MAX_HEADER_BYTES = 64 * 1024**2  # a header holds no tensor bytes: shapes, numbers, messages
+MAX_HEADER_BYTES = 4 * 1024**2  # no tensor bytes: shapes, numbers, messages (a task's source is at most 1 MB)
+MAX_TENSORS = 65536  # per message: a zero-size tensor costs the budget nothing, but memory and time
+MAX_DIMS = 64
 ALIGN = 64
 FRAME_PIECE = 16 * 1024**2  # a pipe frame is read in pieces of this size
 DTYPES = {
@@ -215,51 +219,134 @@ def _receive(
     max_bytes: int,
 ) -> Any:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    head = decode(bytes(_read_frame(conn.fileno(), None, deadline, MAX_HEADER_BYTES)))
-    budget = [max_bytes]
-    device = torch.device(map_location) if map_location is not None else None
-    mapped = arena.mapping() if arena is not None else None
-    taken: list[tuple[int, int]] = []  # arena ranges already read: `send` never writes two at one place
-    built: dict[Any, torch.Tensor] = {}
+    head = _decode_header(bytes(_read_frame(conn.fileno(), None, deadline, MAX_HEADER_BYTES)))
+    _check_deadline(deadline)  # decoding does not look at the clock
+    reader = _Rebuild(conn, deadline, arena, in_place, max_bytes, map_location)
+    try:
+        return reader.rebuild(head)
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, RecursionError) as e:
+        raise BadMessage(f"a malformed message: {type(e).__name__}: {str(e)[:200]}") from None
 
-    def frame(marker: dict[str, Any]) -> torch.Tensor:
-        if type(marker[MARK]) is not int:
+
+def _decode_header(blob: bytes) -> Any:
+    """A header is a torch.save archive of plain data: one whose entries hold tensor bytes (`data/`,
+    which its unpickler would inflate, deflated 1000 to 1) or unpack past the header limit is refused
+    before it is read."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(blob)) as z:
+            entries = z.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError):
+        raise BadMessage("a message header that is not a torch.save archive") from None
+    if any("/data/" in e.filename for e in entries):
+        raise BadMessage("a message header holding tensor bytes")
+    if sum(e.file_size for e in entries) > MAX_HEADER_BYTES:
+        raise BadMessage(f"a message header unpacking past {MAX_HEADER_BYTES} bytes")
+    return decode(blob)
+
+
+def _check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeoutError("the message did not arrive in time")
+
+
+class _Rebuild:
+    """The message from its header: each marker replaced by its tensor (arena or pipe frame), each
+    container once however often the header refers to it (a header's shared references multiplied
+    300 MB out of 31 KB), within the tensor count, the byte budget and the deadline."""
+
+    def __init__(
+        self,
+        conn: Any,
+        deadline: float | None,
+        arena: Arena | None,
+        in_place: bool,
+        max_bytes: int,
+        map_location: str | torch.device | None,
+    ) -> None:
+        self.conn, self.deadline, self.arena, self.in_place = conn, deadline, arena, in_place
+        self.budget, self.max_bytes = max_bytes, max_bytes
+        self.device = torch.device(map_location) if map_location is not None else None
+        self.mapped = arena.mapping() if arena is not None else None
+        self.taken: list[tuple[int, int]] = []  # arena ranges read, sorted: `send` writes none twice
+        self.built: dict[int, torch.Tensor] = {}
+        self.seen: dict[int, Any] = {}  # id of a header container -> what it became
+        self.tensors = 0
+
+    def rebuild(self, o: Any) -> Any:
+        if not isinstance(o, dict | list | tuple):
+            return o
+        if id(o) in self.seen:
+            return self.seen[id(o)]
+        if isinstance(o, dict) and MARK in o:
+            out: Any = self.frame(o)
+        elif isinstance(o, dict):
+            out = {k: self.rebuild(v) for k, v in o.items()}
+        elif isinstance(o, list):
+            out = [self.rebuild(x) for x in o]
+        else:
+            out = tuple(self.rebuild(x) for x in o)
+        self.seen[id(o)] = out
+        return out
+
+    def frame(self, marker: dict[str, Any]) -> torch.Tensor:
+        index = marker[MARK]
+        if type(index) is not int:
             raise BadMessage(f"bad tensor header {str(marker)[:200]}")
         if marker.get(SAME) is True:  # the same tensor again: one object, as the sender had it
-            if marker[MARK] not in built:
-                raise BadMessage(f"a repeat of tensor {str(marker[MARK])[:40]}, not sent before it")
-            return built[marker[MARK]]
+            if index not in self.built:
+                raise BadMessage(f"a repeat of tensor {index}, not sent before it")
+            return self.built[index]
+        self.tensors += 1
+        if self.tensors > MAX_TENSORS:
+            raise BadMessage(f"a message of more than {MAX_TENSORS} tensors")
+        _check_deadline(self.deadline)
         dtype, shape, nbytes = _sized(marker)
-        budget[0] -= nbytes
-        if budget[0] < 0:
-            raise BadMessage(f"message of tensors over {max_bytes} bytes")
+        self.budget -= nbytes
+        if self.budget < 0:
+            raise BadMessage(f"message of tensors over {self.max_bytes} bytes")
         if "at" in marker:
-            at = marker["at"]
-            if type(at) is int and any(at < end and start < at + nbytes for start, end in taken):
-                raise BadMessage(f"tensor at {at} overlaps another in the shared arena")
-            raw = _from_arena(mapped, at, nbytes, device, in_place)
-            taken.append((at, at + nbytes))
+            raw = self._from_arena(marker["at"], nbytes)
         else:
-            raw = _from_pipe(conn, nbytes, deadline, device)
-        built[marker[MARK]] = raw.view(dtype).reshape(shape)
-        return built[marker[MARK]]
+            raw = _from_pipe(self.conn, nbytes, self.deadline, self.device)
+        self.built[index] = raw.view(dtype).reshape(shape)
+        return self.built[index]
 
-    def rebuild(o: Any) -> Any:
-        if isinstance(o, dict):
-            return frame(o) if MARK in o else {k: rebuild(v) for k, v in o.items()}
-        if isinstance(o, list):
-            return [rebuild(x) for x in o]
-        if isinstance(o, tuple):
-            return tuple(rebuild(x) for x in o)
-        return o
+    def _from_arena(self, at: Any, nbytes: int) -> torch.Tensor:
+        if type(at) is int and nbytes > 0:
+            place = bisect.bisect_left(self.taken, (at, at + nbytes))
+            near = self.taken[max(0, place - 1) : place + 1]
+            if any(at < end and start < at + nbytes for start, end in near):
+                raise BadMessage(f"tensor at {at} overlaps another in the shared arena")
+            inside = self.mapped is not None and at >= 0 and at + nbytes <= len(self.mapped)
+            if (
+                inside
+                and self.arena is not None
+                and not self.in_place
+                and _has_hole(self.arena.fd, at, nbytes)
+            ):
+                # reading pages nobody wrote would make them, charged to the judge, for as long as it lives
+                raise BadMessage(f"tensor at {at} ({nbytes} bytes) was never written to the shared arena")
+        raw = _from_arena(self.mapped, at, nbytes, self.device, self.in_place)
+        bisect.insort(self.taken, (at, at + nbytes))
+        return raw
 
-    return rebuild(head)
+
+def _has_hole(fd: int, at: int, nbytes: int) -> bool:
+    try:
+        return os.lseek(fd, at, os.SEEK_HOLE) < at + nbytes
+    except OSError:  # past the end: _from_arena refuses it
+        return False
 
 
 def _sized(marker: dict[str, Any]) -> tuple[torch.dtype, list[int], int]:
-    dtype = DTYPES.get(marker.get("dtype"))  # type: ignore[arg-type]
-    shape = marker.get("shape")
-    if dtype is None or not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+    name, shape = marker.get("dtype"), marker.get("shape")
+    dtype = DTYPES.get(name) if isinstance(name, str) else None
+    if (
+        dtype is None
+        or not isinstance(shape, list)
+        or len(shape) > MAX_DIMS
+        or not all(type(s) is int and 0 <= s < 1 << 48 for s in shape)
+    ):
         raise BadMessage(f"bad tensor header {str(marker)[:200]}")
     return dtype, shape, math.prod(shape) * dtype.itemsize
 

@@ -106,12 +106,14 @@ class RunnerHandle:
         self.wait_ready(timeout_s)
         if self.arena is not None and reply_bytes:
             self.arena.reserve(reply_bytes)
+        deadline = time.monotonic() + timeout_s  # one for the request: sending, waiting and reading together
         try:
             self._send(msg, timeout_s)
-            if not self.conn.poll(timeout_s):
+            if not self.conn.poll(max(0.0, deadline - time.monotonic())):
                 self.kill()
                 raise RunnerTimeout(f"no answer within {timeout_s:.0f} s")
-            reply = receive(self.conn, self.device, timeout_s, self.arena, max_bytes=self.reply_limit)
+            left = max(0.0, deadline - time.monotonic())
+            reply = receive(self.conn, self.device, left, self.arena, max_bytes=self.reply_limit)
         except TimeoutError:
             self.kill()
             raise RunnerTimeout(f"the answer did not arrive within {timeout_s:.0f} s") from None
@@ -409,8 +411,8 @@ class RunnerLauncher:
             self._free_uid(uid)
             raise
         child.close()
-        # On the CPU device a reply's tensors stay in the judge's memory: no more than the sender may hold.
-        limit = self.limits.memory_bytes if self.device == "cpu" else MAX_MESSAGE_BYTES
+        # No reply makes the judge hold more than its sender may (a GPU judge gathers pipe frames on host).
+        limit = self.limits.memory_bytes
         return RunnerHandle(
             proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate, limit
         )

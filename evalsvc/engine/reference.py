@@ -118,6 +118,9 @@ class TaskProcess:
                 raise self._fail(str(e).replace("candidate", "task")) from None
             except BadMessage as e:
                 raise self._fail(f"the task's process sent what is not data: {e}") from None
+            except Exception as e:  # the pipe is out of step after it: the process cannot be asked again
+                log.exception("task process request %r failed", msg.get("op"))
+                raise self._fail(f"the task's process broke the protocol: {type(e).__name__}") from None
         if not reply["ok"]:
             error = str(reply.get("error", "unknown error"))[:3000]
             if reply.get("kind") == "task_invalid":

@@ -105,6 +105,9 @@ def test_a_lying_frame_is_a_bad_message() -> None:
 def test_one_arena_range_read_twice_is_a_bad_message(arena: Arena) -> None:
     # Twenty markers at one offset made the judge copy one 255 MiB buffer twenty times (red team 2026-12-06).
     arena.reserve(4096 * 1024)
+    mapping = arena.mapping()
+    assert mapping is not None
+    mapping[:8192] = b"\1" * 8192  # written, as a sender writes what it names
     a, b = mp.Pipe(duplex=True)
     one = {MARK: 0, "dtype": "float32", "shape": [1024]}
     a.send_bytes(encode({"out": [{**one, "at": 0}, {**one, MARK: 1, "at": 4096}]}))  # side by side: fine
