@@ -229,7 +229,8 @@ class UpStack:
 
     def stop(self) -> None:
         with_pgid = [self.proc.pid, *self.children()]
-        os.killpg(self.proc.pid, signal.SIGINT)  # `up` stops its children in its own `finally`
+        with contextlib.suppress(ProcessLookupError):  # a test may have stopped it already (SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGINT)  # `up` stops its children in its own `finally`
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=60)
         for pid in with_pgid:
