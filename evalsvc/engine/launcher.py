@@ -20,7 +20,7 @@ from typing import Any
 
 from evalsvc.engine.codec import MAX_MESSAGE_BYTES, Arena, BadMessage, receive, send
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
-from evalsvc.sandbox.memory_bound import prepare_memory_group
+from evalsvc.sandbox.memory_bound import oom_kills, prepare_memory_group
 from evalsvc.sandbox.template_env import use_clean_template
 from evalsvc.sandboxed.runner import READY, RunnerSetup, runner_main
 
@@ -64,6 +64,8 @@ class RunnerHandle:
         on_close: Callable[[int], None] | None = None,
         isolated: bool = False,
         reply_limit: int = MAX_MESSAGE_BYTES,
+        memory_group: str | None = None,
+        oom_kills_before: int = 0,
     ) -> None:
         self.proc = proc
         self.conn = conn
@@ -74,6 +76,8 @@ class RunnerHandle:
         self._on_close = on_close  # hands the uid back to the launcher once the process is gone
         self.isolated = isolated  # it runs as `uid`, which no other live process has
         self.reply_limit = reply_limit  # tensor bytes one reply may make the judge hold (codec.receive)
+        self.memory_group = memory_group
+        self._oom_kills = oom_kills_before  # the group's count before this process started: a rise is its own
         self.ready = False  # the runner says so once isolated and warm, before any candidate code runs
         self.makes_inputs = True  # the judge sends seeds, not input sets, until the runner cannot use them
         self.closed = False
@@ -150,6 +154,8 @@ class RunnerHandle:
         self.proc.join(timeout=5)
         code = self.proc.exitcode
         how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        if oom_kills(self.memory_group) > self._oom_kills:
+            how += f", killed at its memory limit ({self.reply_limit / 2**30:.3g} GiB)"
         return f"the candidate process ended ({how})" + self.log_tail()
 
     def log_tail(self, limit: int = 1500) -> str:
@@ -404,6 +410,7 @@ class RunnerLauncher:
                 reference=reference,
                 memory_group=prepare_memory_group(uid, self.limits.memory_bytes) if self.isolate else None,
             )
+            killed_before = oom_kills(setup.memory_group)
             arena = Arena.create()
             proc = self._ctx.Process(target=runner_main, args=(child, setup, arena), daemon=True)
             proc.start()
@@ -414,5 +421,6 @@ class RunnerLauncher:
         # No reply makes the judge hold more than its sender may (a GPU judge gathers pipe frames on host).
         limit = self.limits.memory_bytes
         return RunnerHandle(
-            proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate, limit
-        )
+            proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate, limit,
+            setup.memory_group, killed_before,
+        )  # fmt: skip

@@ -70,6 +70,21 @@ def join_memory_group(group: str) -> None:
     (Path(group) / "cgroup.procs").write_text(str(os.getpid()))
 
 
+def oom_kills(group: str | None) -> int:
+    """How many processes the kernel's OOM killer has ended in `group` (cgroup v1 memory.oom_control, v2
+    memory.events); 0 where it does not say."""
+    for name in ("memory.oom_control", "memory.events"):
+        try:
+            lines = (Path(group or "/nonexistent") / name).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return 0
+
+
 _said: set[str] = set()
 
 

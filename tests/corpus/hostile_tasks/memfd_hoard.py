@@ -7,7 +7,7 @@
 # expect: internal_error
 # failure: task_invalid
 # candidate: ok
-# message: SIGKILL
+# message: SIGKILL, killed at its memory limit (4 GiB)
 import os
 
 import torch
