@@ -26,6 +26,7 @@ cat COMMIT 2>/dev/null && echo "(commit of this tree)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))'
 which nvcc redis-server; nvcc --version | tail -1
+echo "cgroup fs: $(stat -fc %T /sys/fs/cgroup); controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>/dev/null)"
 python3 - <<'PY'
 import resource, torch
 resource.setrlimit(resource.RLIMIT_DATA, (8 << 30, 8 << 30))
@@ -52,6 +53,7 @@ for step in ${STEPS:-suite hostile corpus stack}; do
     start) timeout 150 python3 -m bench.runner_start --device cuda --out "$RES" --rounds ${REPEATS:-3} --together 1 4 8 ;;
     health) timeout 60 python3 -m bench.gpu_health_check ;;
     method) timeout ${METHOD_TIMEOUT:-300} python3 -m bench.timing_method --out "$RES" --idle-s ${IDLE_S:-25} --rounds ${REPEATS:-10} ;;
+    cgroups) for g in /sys/fs/cgroup/evalsvc/runner-* /sys/fs/cgroup/memory/evalsvc/runner-*; do [ -d "$g" ] && echo "$g max=$(cat $g/memory.max $g/memory.limit_in_bytes 2>/dev/null) peak=$(cat $g/memory.peak $g/memory.max_usage_in_bytes 2>/dev/null) $(grep oom_kill $g/memory.events $g/memory.oom_control 2>/dev/null | tr '\n' ' ')"; done ;;
     transport) timeout 120 python3 -m bench.transport --device cuda --mb 80 --rounds 5 ;;
   esac
   echo "=== $step exit $? $(date +%T)"
