@@ -59,6 +59,8 @@ def main() -> int:
                 "reward": r.reward,
                 "median_ms": r.timings.candidate.median_ms if r.timings.candidate else None,
                 "judged_ms": r.timings.candidate_judged.per_call_ms if r.timings.candidate_judged else None,
+                # The judge's clock in full (round and null-round figures): what the timing bound decided on.
+                "judged": r.timings.candidate_judged.model_dump() if r.timings.candidate_judged else None,
                 "message": (r.message or "")[:300],
             }
         )
