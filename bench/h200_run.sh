@@ -36,9 +36,9 @@ python3 -m bench.run_record start --out "$RES"; pack
 for step in ${STEPS:-suite hostile corpus stack}; do
   echo "=== $step $(date +%T)"
   case $step in
-    corpus) timeout ${CORPUS_TIMEOUT:-400} python3 -m bench.gpu_corpus --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --jobs 16 ;;
+    corpus) timeout ${CORPUS_TIMEOUT:-400} python3 -m bench.gpu_corpus --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --jobs 16 ${CORPUS_ONLY:+--only $CORPUS_ONLY} ;;
     corpus_redteam) timeout ${CORPUS_TIMEOUT:-200} python3 -m bench.gpu_corpus --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --jobs 16 --only cuda_rt_ cuda_rt2_ cuda_side_stream --name corpus_redteam ;;
-    hostile_off) timeout ${HOSTILE_TIMEOUT:-150} python3 -m bench.gpu_hostile --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --screens off --only cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect dns_lookup ;;
+    hostile_off) timeout ${HOSTILE_TIMEOUT:-150} python3 -m bench.gpu_hostile --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --screens off --only ${HOSTILE_ONLY:-cuda_illegal_address cuda_hang cuda_host_memory_bomb network_connect dns_lookup} ;;
     vet_kernelbench) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --pool "$REPO/.pools/kernelbench" --per-level 1:20 2:15 --seed 22 --name vet_kernelbench --compile-budget ${VET_COMPILE_BUDGET:-90} --vet-budget ${VET_BUDGET:-220} ;;
     vet_ops6k) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --pool "$REPO/.pools/ops6k.parquet" --sample ${VET_SAMPLE:-40} --seed 22 --name vet_ops6k ${VET_MIN_MS:+--min-ms $VET_MIN_MS} --compile-budget ${VET_COMPILE_BUDGET:-90} --vet-budget ${VET_BUDGET:-220} ;;
     vet_bundled) timeout ${VET_TIMEOUT:-280} python3 -m bench.gpu_vet --device cuda --out "$RES" --data-dir /tmp/evalsvc-data --bundled --name vet_bundled --compile-budget ${VET_COMPILE_BUDGET:-200} --vet-budget ${VET_BUDGET:-240} ;;
