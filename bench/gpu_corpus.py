@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None, help="entries whose file name contains one of these")
     ap.add_argument("--name", default="corpus", help="report name")
     args = ap.parse_args()
+    # Every round's time on the judge's clock, null and candidate, in the log (what the timing bound used).
+    logging.basicConfig(format="%(name)s: %(message)s")
+    logging.getLogger("evalsvc.judged_timing").setLevel(logging.DEBUG)
     devices = ("any", "cuda") if args.device.startswith("cuda") else ("any", "cpu")
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
     pipe = make_local_pipeline(settings, with_pch=False)

@@ -19,6 +19,7 @@ reports is taken as is:
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import statistics
@@ -34,6 +35,8 @@ from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, output_t
 from evalsvc.engine.compare import compare
 from evalsvc.engine.cpu_attribution import Attribution, FileId, library_share
 from evalsvc.engine.timing import RoundPlan, TimingPolicy
+
+log = logging.getLogger("evalsvc.judged_timing")
 
 NULL_ROUNDS = 4
 CHECK_PROBABILITY = 0.15  # per call; every round also gets at least one checked call
@@ -216,6 +219,9 @@ def calibrate(rounds: RoundRunner, policy: TimingPolicy, rng: random.Random) -> 
         calls = plan.round_size()
         answer = rounds.run("null", calls)
         overhead.per_call_ms.append(answer.wall_ms / calls)
+        log.debug(
+            "null round: %d calls, %.1f µs per call on the judge's clock", calls, answer.wall_ms / calls * 1e3
+        )
         if answer.cpu_ms is not None:
             overhead.per_call_cpu_ms.append(answer.cpu_ms / calls)
     if len(overhead.per_call_cpu_ms) < NULL_ROUNDS:
@@ -242,6 +248,12 @@ def time_candidate(
         answer = rounds.run("candidate", calls)
         plan.record(answer.samples_ms)
         per_call.append(answer.wall_ms / calls)
+        log.debug(
+            "candidate round: %d calls, %.1f µs per call on the judge's clock, runner's median %.1f µs",
+            calls,
+            answer.wall_ms / calls * 1e3,
+            statistics.median(answer.samples_ms) * 1e3,
+        )
         if answer.cpu_ms is not None:
             per_call_cpu.append(answer.cpu_ms / calls)
     cpu_figure = overhead.per_call_cpu_ms and len(per_call_cpu) == len(per_call)
