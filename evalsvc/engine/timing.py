@@ -50,6 +50,7 @@ class Round:
     samples_ms: list[float]  # one per call, in call order
     outputs: list[Any]  # every call's output, kept for the judge to check any of them
     late_writes: bool = False  # GPU: a probe call's output changed after forward returned (PROBE_SHARE)
+    tails_us: list[float] = field(default_factory=list)  # GPU: each probe's work left running after it
 
 
 @dataclass
@@ -89,23 +90,24 @@ class RoundTimer:
         marks: list[tuple[Any, Any]] = []
         outputs = []
         late = False
+        tails: list[float] = []
         for k, inputs in enumerate(sets):
-            probe = self.cuda and _PROBES.random() < PROBE_SHARE
             if self.flush is not None:
                 # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
                 # 256 MB on an H200) while the CPU records `begin` and launches the call, so the first
                 # kernel starts right after `begin` instead of after the host's launch latency (tens of
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
                 self.flush.fill_(float(k))
-            if probe:  # an idle GPU: work on another stream has no flush to hide behind
-                torch.cuda.synchronize()
             outputs.append(self._timed_call(fn, inputs, around, marks))
-            if probe:
-                late = late or written_late(outputs[-1])
+            # Drawn after the call returned, so nothing the call saw tells a probe from any other call.
+            if self.cuda and _PROBES.random() < PROBE_SHARE:
+                changed, tail_us = late_work(outputs[-1])
+                late = late or changed
+                tails.append(tail_us)
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
         torch.cuda.synchronize()
-        return Round([begin.elapsed_time(end) for begin, end in marks], outputs, late)
+        return Round([begin.elapsed_time(end) for begin, end in marks], outputs, late, tails)
 
     def _timed_call(
         self,
@@ -130,26 +132,65 @@ class RoundTimer:
         return out
 
 
-# GPU: the share of timed calls made probes, drawn from the OS's randomness so that a candidate cannot
-# tell which: the call starts on an idle GPU, and right after `end` elements of its output at random places
-# are read on the current stream and read again after a device-wide sync. Work left running on another
-# stream when forward returned (the events on the current stream did not time it) is still writing some of
-# them. A copy of the whole output would not do: it trails the writer (docs/performance.md, docs/security.md).
-PROBE_SHARE = 0.1
+# GPU: the share of timed calls probed, drawn from the OS's randomness once the call has returned (a call
+# cannot tell whether it will be): work it left running on another stream, which the events on the current
+# stream did not time, is looked for twice (`late_work`). A copy of the whole output would not do: it
+# trails the writer (docs/performance.md, docs/security.md).
+PROBE_SHARE = 0.2
 PROBED_ELEMENTS = 4096  # per output tensor
+# A probe whose device-wide sync waited this much longer than an idle one found work still running; the
+# round's median moves only if most calls leave such work, so most probes must find it (`tails_left`).
+LATE_TAIL_US = 20.0
 _PROBES = random.SystemRandom()
+
+
+def late_work(out: Any) -> tuple[bool, float]:
+    """Right after a call: (whether elements of its output read at random places changed across a
+    device-wide sync, how many µs that sync waited beyond an idle one). Both see work on other streams
+    that outlived the call; the wait sees it whatever it writes (reads queued on the current stream can
+    trail a writer whose blocks hold the GPU, docs/security.md)."""
+    reads = _Reads(out)
+    read = torch.cuda.Event()
+    read.record()
+    read.synchronize()  # the current stream is done: the call's own work and the reads
+    start = time.perf_counter()
+    torch.cuda.synchronize()  # every stream
+    waited = time.perf_counter()
+    torch.cuda.synchronize()  # an idle device: what a sync costs by itself
+    idle = time.perf_counter()
+    return reads.changed(), max(0.0, (waited - start) - (idle - waited)) * 1e6
+
+
+def tails_left(tails_us: Sequence[float]) -> int:
+    """How many probes found work left running, where that is most of them and at least two (one host
+    hiccup in a sync is not a finding); 0 otherwise."""
+    found = sum(t > LATE_TAIL_US for t in tails_us)
+    return found if found >= 2 and 2 * found >= len(tails_us) else 0
 
 
 def written_late(out: Any) -> bool:
     """True when elements of `out`'s tensors, read at random places now (ordered after the current
     stream's work), differ bit for bit after a device-wide sync: another stream was still writing them."""
-    tensors = [t.detach() for t in output_tensors(out) if t.numel() > 0]
-    places = [_random_places(t) for t in tensors]
-    before = [_bits(torch.take(t, i)) for t, i in zip(tensors, places, strict=True)]
-    if any(t.is_cuda for t in tensors):
+    reads = _Reads(out)
+    if any(t.is_cuda for t in reads.tensors):
         torch.cuda.synchronize()
-    after = [_bits(torch.take(t, i)) for t, i in zip(tensors, places, strict=True)]
-    return any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    return reads.changed()
+
+
+class _Reads:
+    """Elements of an output's tensors at random places, read now on the current stream."""
+
+    def __init__(self, out: Any) -> None:
+        self.tensors = [t.detach() for t in output_tensors(out) if t.numel() > 0]
+        self.places = [_random_places(t) for t in self.tensors]
+        self.before = self._take()
+
+    def _take(self) -> list[torch.Tensor]:
+        return [_bits(torch.take(t, i)) for t, i in zip(self.tensors, self.places, strict=True)]
+
+    def changed(self) -> bool:
+        """Read again: does any element differ bit for bit?"""
+        return any(not torch.equal(a, b) for a, b in zip(self.before, self._take(), strict=True))
 
 
 def _random_places(t: torch.Tensor) -> torch.Tensor:

@@ -27,7 +27,7 @@ from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
-from evalsvc.engine.timing import RoundTimer, measure_graph, written_late
+from evalsvc.engine.timing import LATE_TAIL_US, RoundTimer, measure_graph, tails_left, written_late
 from evalsvc.sandbox.isolation import (
     die_with_parent,
     drop_privileges,
@@ -297,13 +297,14 @@ class Server:
         self.timer: RoundTimer | None = None  # runs the rounds of timed calls
         self.null_outputs: list[torch.Tensor] = []  # what the null candidate returns
         self.kept: list[Any] = []  # the last round's outputs, until the judge has checked what it wants
+        self.tails_us: list[float] = []  # every probe of the candidate's rounds so far
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg["op"]
         if op == "prepare":
             return self._prepare(msg)
         if op == "round" and msg.get("subject") == "null":
-            return self._round(self._null_forward, msg)
+            return self._round(self._null_forward, msg, [])
         if op == "fetch":
             return self._fetch(msg)
         if op == "load":
@@ -320,7 +321,7 @@ class Server:
         if op == "run":
             return self._run(self.candidate, msg)
         if op == "round":
-            return self._round(self.candidate.forward, msg)
+            return self._round(self.candidate.forward, msg, self.tails_us)
         if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
             trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
             return {"ok": True, "trace": trace.model_dump()}
@@ -373,11 +374,12 @@ class Server:
             raise Forbidden("the candidate modified its input tensors", "inputs_modified")
         return {"ok": True, "output": out}
 
-    def _round(self, forward: Any, msg: dict[str, Any]) -> dict[str, Any]:
+    def _round(self, forward: Any, msg: dict[str, Any], tails_us: list[float]) -> dict[str, Any]:
         """A round of timed calls (timing.RoundTimer.run), each on inputs of its own: sent by the judge, or
         made here from the judge's fresh seeds right before the call. Answered with every call's time as
-        measured here and a digest of every chunk of every output (commitment.py); the outputs are kept
-        for `fetch`."""
+        measured here, a digest of every chunk of every output (commitment.py) and what the round's probes
+        found left running; the outputs are kept for `fetch`. `tails_us` gathers the probes of one
+        subject's rounds."""
         assert self.timer is not None
         self.kept = []
         sets = msg["sets"] if "sets" in msg else (self._made(int(s)) for s in msg["seeds"])
@@ -391,12 +393,27 @@ class Server:
                 "(torch.cuda.current_stream) or synchronize",
                 "side_stream_work",
             )
+        tails_us.extend(done.tails_us)
+        if found := tails_left(tails_us):
+            raise Forbidden(
+                f"{found} of {len(tails_us)} probed timed calls left work running on another stream after "
+                f"forward returned (a device-wide sync waited more than {LATE_TAIL_US:.0f} µs longer than on "
+                "an idle GPU), so the events on the current stream did not time it; launch on the current "
+                "stream (torch.cuda.current_stream) or synchronize",
+                "side_stream_work",
+            )
         self._refuse_torch_compute()
         for out in done.outputs:
             check_output(out, [])
         self.kept = done.outputs
         digests, nbytes = round_digests(done.outputs)
-        return {"ok": True, "samples_ms": done.samples_ms, "digests": digests, "nbytes": nbytes}
+        return {
+            "ok": True,
+            "samples_ms": done.samples_ms,
+            "digests": digests,
+            "nbytes": nbytes,
+            "tails_us": done.tails_us,
+        }
 
     def _refuse_tampering(self) -> None:
         if tampered := self.timer_guard.tampered():

@@ -124,6 +124,7 @@ def _timer_parts() -> dict[str, Any]:
             "torch.cuda.synchronize": torch.cuda.synchronize,
             "torch.cuda.Event": torch.cuda.Event,
             "torch.cuda.Event.record": torch.cuda.Event.record,
+            "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
             "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
             "torch.Tensor.copy_": torch.Tensor.copy_,
             "torch.Tensor.fill_": torch.Tensor.fill_,
