@@ -67,8 +67,10 @@ class JudgedTiming(BaseModel):
     )
     round_min_ms: float = Field(description="the fastest round's time per call on the judge's clock")
     overhead_ms: float = Field(description="the runner's own cost per call (median over the null rounds)")
-    overhead_min_ms: float = Field(description="the runner's own cost per call (fastest null round)")
-    overhead_max_ms: float = Field(0.0, description="the runner's own cost per call (slowest null round)")
+    overhead_min_ms: float = Field(description="the runner's own cost per call (fastest null round but one)")
+    overhead_max_ms: float = Field(
+        0.0, description="the runner's own cost per call (slowest null round but one)"
+    )
     rounds: int
     calls_checked: int = Field(
         0, description="timed calls whose outputs were checked after their round (picked at random)"
@@ -88,7 +90,7 @@ class JudgedTiming(BaseModel):
         None, description="CPU device: the runner's own CPU time per call (median over the null rounds)"
     )
     cpu_overhead_spread_ms: float | None = Field(
-        None, description="CPU device: slowest less fastest null round, CPU time per call"
+        None, description="CPU device: slowest less fastest null round (each but one), CPU time per call"
     )
     confirmed_high_ms: float | None = Field(
         None,

@@ -38,7 +38,7 @@ from evalsvc.engine.timing import RoundPlan, TimingPolicy
 
 log = logging.getLogger("evalsvc.judged_timing")
 
-NULL_ROUNDS = 4
+NULL_ROUNDS = 5
 CHECK_PROBABILITY = 0.15  # per call; every round also gets at least one checked call
 CHUNKS_PER_TENSOR = 2
 # How far the runner's median may sit under the judge's own figure before it is refused: a share of that
@@ -74,11 +74,17 @@ class Overhead:
 
     @property
     def min_ms(self) -> float:
-        return min(self.per_call_ms, default=0.0)
+        return min(self._middle(), default=0.0)
 
     @property
     def max_ms(self) -> float:
-        return max(self.per_call_ms, default=0.0)
+        return max(self._middle(), default=0.0)
+
+    def _middle(self) -> list[float]:
+        """The rounds without the fastest and the slowest: one odd round (a first null round at 2.5x the
+        others on the H200) must not widen the noise allowance past what a forgery needs."""
+        xs = sorted(self.per_call_ms)
+        return xs[1:-1] if len(xs) > 2 else xs
 
 
 @dataclass

@@ -27,7 +27,15 @@ from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
-from evalsvc.engine.timing import LATE_TAIL_US, RoundTimer, measure_graph, tails_left, written_late
+from evalsvc.engine.timing import (
+    LATE_TAIL_SHARE,
+    LATE_TAIL_US,
+    Probe,
+    RoundTimer,
+    measure_graph,
+    tails_left,
+    written_late,
+)
 from evalsvc.sandbox.isolation import (
     die_with_parent,
     drop_privileges,
@@ -43,6 +51,7 @@ from evalsvc.sandboxed.runtime_checks import (
     foreign_dispatch_modes,
 )
 
+_ON_CURRENT_STREAM = "launch on the current stream (torch.cuda.current_stream) or synchronize"
 READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
 
 
@@ -297,14 +306,14 @@ class Server:
         self.timer: RoundTimer | None = None  # runs the rounds of timed calls
         self.null_outputs: list[torch.Tensor] = []  # what the null candidate returns
         self.kept: list[Any] = []  # the last round's outputs, until the judge has checked what it wants
-        self.tails_us: list[float] = []  # every probe of the candidate's rounds so far
+        self.probes: list[Probe] = []  # every probe of the candidate's rounds so far
 
     def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
         op = msg["op"]
         if op == "prepare":
             return self._prepare(msg)
         if op == "round" and msg.get("subject") == "null":
-            return self._round(self._null_forward, msg, [])
+            return self._round(self._null_forward, msg)
         if op == "fetch":
             return self._fetch(msg)
         if op == "load":
@@ -321,7 +330,7 @@ class Server:
         if op == "run":
             return self._run(self.candidate, msg)
         if op == "round":
-            return self._round(self.candidate.forward, msg, self.tails_us)
+            return self._round(self.candidate.forward, msg)
         if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
             trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
             return {"ok": True, "trace": trace.model_dump()}
@@ -374,12 +383,12 @@ class Server:
             raise Forbidden("the candidate modified its input tensors", "inputs_modified")
         return {"ok": True, "output": out}
 
-    def _round(self, forward: Any, msg: dict[str, Any], tails_us: list[float]) -> dict[str, Any]:
+    def _round(self, forward: Any, msg: dict[str, Any]) -> dict[str, Any]:
         """A round of timed calls (timing.RoundTimer.run), each on inputs of its own: sent by the judge, or
         made here from the judge's fresh seeds right before the call. Answered with every call's time as
         measured here, a digest of every chunk of every output (commitment.py) and what the round's probes
-        found left running; the outputs are kept for `fetch`. `tails_us` gathers the probes of one
-        subject's rounds."""
+        found left running; the outputs are kept for `fetch`. The candidate's probes are judged together,
+        the null candidate's (the runner's own work) never."""
         assert self.timer is not None
         self.kept = []
         sets = msg["sets"] if "sets" in msg else (self._made(int(s)) for s in msg["seeds"])
@@ -388,18 +397,19 @@ class Server:
         self._refuse_tampering()
         if done.late_writes:
             raise Forbidden(
-                "a timed call's output was still being written by work on another stream when the round "
-                "ended, so the events on the current stream did not time it; launch on the current stream "
-                "(torch.cuda.current_stream) or synchronize",
+                "a probed timed call's output was still being written by work on another stream after "
+                "forward returned, so the current stream's events did not time it; " + _ON_CURRENT_STREAM,
                 "side_stream_work",
             )
-        tails_us.extend(done.tails_us)
-        if found := tails_left(tails_us):
+        if msg.get("subject") != "null":
+            self.probes.extend(done.probes)
+        if found := tails_left(self.probes):
+            waits = ", ".join(f"{p.tail_us:.0f}" for p in self.probes)
             raise Forbidden(
-                f"{found} of {len(tails_us)} probed timed calls left work running on another stream after "
-                f"forward returned (a device-wide sync waited more than {LATE_TAIL_US:.0f} µs longer than on "
-                "an idle GPU), so the events on the current stream did not time it; launch on the current "
-                "stream (torch.cuda.current_stream) or synchronize",
+                f"{found} of {len(self.probes)} probed timed calls left work running on another stream "
+                f"after forward returned (a device-wide sync waited {waits} µs longer than on an idle GPU; "
+                f"more than {LATE_TAIL_US:.0f} µs or {LATE_TAIL_SHARE:.0%} of the call is late work), so the "
+                "events on the current stream did not time it; " + _ON_CURRENT_STREAM,
                 "side_stream_work",
             )
         self._refuse_torch_compute()
@@ -412,7 +422,7 @@ class Server:
             "samples_ms": done.samples_ms,
             "digests": digests,
             "nbytes": nbytes,
-            "tails_us": done.tails_us,
+            "tails_us": [p.tail_us for p in done.probes],
         }
 
     def _refuse_tampering(self) -> None:

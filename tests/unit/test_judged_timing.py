@@ -142,9 +142,12 @@ def test_a_round_faster_than_the_runners_own_work_is_refused_on_a_gpu() -> None:
     refuse_disagreement(0.05, judged, "cpu")  # the runner's own work is not a steady cost there
 
 
-def test_overhead_statistics() -> None:
-    o = Overhead([1.0, 1.2, 3.0, 1.1])
-    assert (o.median_ms, o.min_ms, o.max_ms) == (pytest.approx(1.15), 1.0, 3.0)
+def test_overhead_statistics_leave_one_odd_round_out() -> None:
+    # The H200's null rounds for an honest ReLU at 68b9f10, one a first round at 2.5x the others: the
+    # spread the noise allowance grows with is the middle rounds', not 2 ms.
+    o = Overhead([3.095, 1.250, 1.292, 1.096, 1.2])
+    assert (o.median_ms, o.min_ms, o.max_ms) == (1.25, 1.2, 1.292)
+    assert (Overhead([1.0, 2.0]).min_ms, Overhead([1.0, 2.0]).max_ms) == (1.0, 2.0)  # too few to leave out
 
 
 # The red team's run of 2026-12-05 (docs/results/cpu-2026-12-05-redteam-rewards/forge_const_run1.out):
