@@ -18,12 +18,22 @@ CHUNKS = 16  # per output tensor: the judge fetches a few of them, never the who
 
 
 def output_tensors(out: Any) -> list[torch.Tensor]:
-    """The tensors of an output (a tensor, or nested lists/tuples of them), in order."""
-    if isinstance(out, torch.Tensor):
+    """The tensors of an output (a tensor, or nested lists/tuples of them), in order. Exact types only:
+    walking a subclass would run its code (a list whose `__iter__` joins a side stream just in time)."""
+    if type(out) is torch.Tensor:
         return [out]
-    if isinstance(out, list | tuple):
+    if type(out) is list or type(out) is tuple:
         return [t for o in out for t in output_tensors(o)]
     return []
+
+
+def foreign_parts(out: Any) -> list[str]:
+    """The types in an output that are not exactly a tensor, a list or a tuple (nested)."""
+    if type(out) is torch.Tensor:
+        return []
+    if type(out) is list or type(out) is tuple:
+        return [name for o in out for name in foreign_parts(o)]
+    return [type(out).__name__]
 
 
 def chunk_size(nbytes: int) -> int:

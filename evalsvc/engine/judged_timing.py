@@ -155,8 +155,10 @@ class RoundRunner:
         if not _numbers(samples, calls) or not isinstance(digests, list) or len(digests) != calls:
             raise TimingRefused("forbidden", "the runner's answer to a round is malformed", "forged_message")
         answer = RoundAnswer([float(s) for s in samples], digests, wall_ms, cpu_ms)
-        if tails := reply.get("tails_us"):  # the runner's word, for the log only
-            log.debug("%s round's probes: sync waited %s µs beyond an idle one", subject, tails)
+        if probes := reply.get("probes_us"):  # the runner's word, for the log only
+            log.debug(
+                "%s round's probes (µs sync waited beyond idle, one-block kernel late): %s", subject, probes
+            )
         if subject == "candidate":
             self._verify(answer, lambda j: sent[j] if sent else self.make_inputs(seeds[j]))
         return answer

@@ -91,6 +91,7 @@ class RoundTimer:
         outputs = []
         late = False
         probes: list[Probe] = []
+        tick = torch.zeros(1, device=self.device) if self.cuda else None
         for k, inputs in enumerate(sets):
             if self.flush is not None:
                 # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
@@ -100,11 +101,14 @@ class RoundTimer:
                 self.flush.fill_(float(k))
             outputs.append(self._timed_call(fn, inputs, around, marks))
             # Drawn after the call returned, so nothing the call saw tells a probe from any other call.
-            if self.cuda and _PROBES.random() < PROBE_SHARE:
+            if tick is not None and _PROBES.random() < PROBE_SHARE:
+                ticked = torch.cuda.Event(enable_timing=True)
+                tick.fill_(float(k))  # one block: it waits only if the call left the GPU's SMs held
+                ticked.record()
                 changed, tail_us = late_work(outputs[-1])
                 late = late or changed
                 begin, end = marks[-1]
-                probes.append(Probe(tail_us, begin.elapsed_time(end) * 1e3))
+                probes.append(Probe(tail_us, end.elapsed_time(ticked) * 1e3, begin.elapsed_time(end) * 1e3))
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
         torch.cuda.synchronize()
@@ -141,9 +145,11 @@ PROBE_SHARE = 0.2
 PROBED_ELEMENTS = 4096  # per output tensor
 # A probe whose device-wide sync waited longer than an idle one by this much, or by this share of the call's
 # own time, found work still running (honest kernels' probes waited 5-37 µs on the H200,
-# docs/performance.md); the median moves only if most calls leave such work, so most probes, and at least
-# three, must find it (`tails_left`).
+# docs/performance.md); so did one whose one-block kernel, queued right after the call, started this much
+# after the call's end (the call's work still held the SMs). The median moves only if most calls leave
+# such work, so most probes, and at least three, must find it (`tails_left`).
 LATE_TAIL_US = 60.0
+LATE_GAP_US = 20.0
 LATE_TAIL_SHARE = 0.05
 _PROBES = random.SystemRandom()
 
@@ -168,11 +174,13 @@ def late_work(out: Any) -> tuple[bool, float]:
 @dataclass(frozen=True)
 class Probe:
     tail_us: float  # how much longer than an idle one the device-wide sync after the call waited
+    gap_us: float  # from the call's `end` to the end of a one-block kernel queued right after it
     call_us: float  # the call's own time by the events
 
     @property
     def late(self) -> bool:
-        return self.tail_us > max(LATE_TAIL_US, LATE_TAIL_SHARE * self.call_us)
+        share = LATE_TAIL_SHARE * self.call_us
+        return self.tail_us > max(LATE_TAIL_US, share) or self.gap_us > max(LATE_GAP_US, share)
 
 
 def tails_left(probes: Sequence[Probe]) -> int:

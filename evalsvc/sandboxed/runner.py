@@ -24,10 +24,11 @@ import torch
 from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
-from evalsvc.engine.commitment import chunk, output_tensors, round_digests
+from evalsvc.engine.commitment import chunk, foreign_parts, output_tensors, round_digests
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
 from evalsvc.engine.timing import (
+    LATE_GAP_US,
     LATE_TAIL_SHARE,
     LATE_TAIL_US,
     Probe,
@@ -259,8 +260,14 @@ def _import_file(name: str, path: Path) -> Any:
 
 def check_output(output: Any, inputs: list[Any]) -> None:
     """Outputs must be plain dense tensors that do not share memory with the inputs."""
+    if (foreign := foreign_parts(output)) and isinstance(output, torch.Tensor | list | tuple):
+        raise Forbidden(
+            f"forward returned a {', '.join(sorted(set(foreign)))}: outputs must be plain tensors, or plain "
+            "lists or tuples of them",
+            "output_not_plain_tensor",
+        )
     outs = output_tensors(output)
-    if not outs:
+    if not outs or foreign:
         raise CandidateError(f"forward returned {type(output).__name__}, not tensors")
     in_ptrs = {t.untyped_storage().data_ptr() for t in output_tensors(inputs) if t.numel()}
     for t in outs:
@@ -302,6 +309,7 @@ class Server:
         self.candidate: Candidate | None = None
         self.task: LoadedTask | None = None  # makes the inputs from the judge's seeds, on this device
         self.timer_guard = TimerGuard()  # taken before any candidate code runs
+        self._tampered = self.timer_guard.tampered  # bound now: replacing the class's method later is seen
         self.trace = OperatorTrace()  # around every call of the candidate, checked or timed alike
         self.timer: RoundTimer | None = None  # runs the rounds of timed calls
         self.null_outputs: list[torch.Tensor] = []  # what the null candidate returns
@@ -404,12 +412,13 @@ class Server:
         if msg.get("subject") != "null":
             self.probes.extend(done.probes)
         if found := tails_left(self.probes):
-            waits = ", ".join(f"{p.tail_us:.0f}" for p in self.probes)
+            waits = ", ".join(f"{p.tail_us:.0f}/{p.gap_us:.0f}" for p in self.probes)
             raise Forbidden(
-                f"{found} of {len(self.probes)} probed timed calls left work running on another stream "
-                f"after forward returned (a device-wide sync waited {waits} µs longer than on an idle GPU; "
-                f"more than {LATE_TAIL_US:.0f} µs or {LATE_TAIL_SHARE:.0%} of the call is late work), so the "
-                "events on the current stream did not time it; " + _ON_CURRENT_STREAM,
+                f"{found} of {len(self.probes)} probed timed calls left work running after forward returned "
+                f"(µs a device-wide sync waited beyond an idle one / µs a one-block kernel queued after the "
+                f"call started late: {waits}; beyond {LATE_TAIL_US:.0f} / {LATE_GAP_US:.0f} µs or "
+                f"{LATE_TAIL_SHARE:.0%} of the call is late work), so the events on the current stream did "
+                "not time it; " + _ON_CURRENT_STREAM,
                 "side_stream_work",
             )
         self._refuse_torch_compute()
@@ -422,11 +431,11 @@ class Server:
             "samples_ms": done.samples_ms,
             "digests": digests,
             "nbytes": nbytes,
-            "tails_us": [p.tail_us for p in done.probes],
+            "probes_us": [(p.tail_us, p.gap_us) for p in done.probes],
         }
 
     def _refuse_tampering(self) -> None:
-        if tampered := self.timer_guard.tampered():
+        if tampered := self._tampered():
             names = ", ".join(tampered[:6]) + (f" and {len(tampered) - 6} more" if len(tampered) > 6 else "")
             raise Forbidden(f"the timing path was replaced: {names}", "timer_tampered")
         if modes := foreign_dispatch_modes():

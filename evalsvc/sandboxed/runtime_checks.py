@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch._dynamo  # it replaces torch.manual_seed when first imported: before any snapshot
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # What forward may ask of ATen besides its own kernels: allocation, views, layout copies and casts (`to`,
@@ -92,8 +93,10 @@ def _timer_parts() -> dict[str, Any]:
     """Everything the timing path reaches by name: every global of the timing and commitment modules, the
     code of their functions and methods, the attributes of their classes (a replaced `Round` or digest
     helper changes what a round reports as surely as a replaced `run`), and the torch entry points."""
+    import os
     import random
     import time
+    import types
 
     import evalsvc.engine.commitment as commitment
     import evalsvc.engine.timing as timing
@@ -110,8 +113,24 @@ def _timer_parts() -> dict[str, Any]:
                         parts[f"{short}.{name}.{attr}.__code__"] = member.__code__
             elif callable(obj) and hasattr(obj, "__code__"):
                 parts[f"{short}.{name}.__code__"] = obj.__code__
+    # Every function of torch's namespaces the task's input generation and the runner's own work may call
+    # (the task's `get_inputs` runs in this process before each timed call: a wrapped `torch.randn` could
+    # launch the candidate's kernel there, before the flush and `begin`).
+    namespaces: tuple[tuple[Any, str], ...] = (
+        (torch, "torch"),
+        (torch.Tensor, "torch.Tensor"),
+        (torch.cuda, "torch.cuda"),
+    )
+    for namespace, short in namespaces:
+        for name, obj in vars(namespace).items():
+            if callable(obj) and not isinstance(obj, type | types.ModuleType):
+                parts[f"{short}.{name}"] = obj
+    for name, obj in vars(TimerGuard).items():  # the guard itself (the runner calls it through its own
+        parts[f"TimerGuard.{name}"] = obj  # reference, taken before the candidate loaded)
     parts.update(
         {
+            "random._urandom": random._urandom,  # type: ignore[attr-defined]
+            "os.urandom": os.urandom,
             "SystemRandom.random": random.SystemRandom.random,
             "timing._PROBES.random (own)": vars(timing._PROBES).get("random"),
             "timing._PROBES.getrandbits (own)": vars(timing._PROBES).get("getrandbits"),
