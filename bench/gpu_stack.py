@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bench.report import write_report
 from evalsvc.core.options import EvalOptions
+from evalsvc.records.documents import EvaluationRequest
 from evalsvc.sdk import Client
-from evalsvc.service.records import EvaluationRequest
 from evalsvc.stack import Stack, visible_gpus
 from evalsvc.suite import cases
 

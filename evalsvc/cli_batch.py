@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalsvc.service.records import BatchRequest, BatchView, EvaluationRequest
+from evalsvc.records.documents import BatchRequest, BatchView, EvaluationRequest
 
 if TYPE_CHECKING:
     from evalsvc.sdk import Client

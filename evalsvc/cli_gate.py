@@ -77,8 +77,8 @@ def _remote(
 ) -> Iterator[CaseOutcome]:
     """One batch on the service; outcomes in the order evaluations finish."""
     from evalsvc.cli_exit import CLI_RETRY
+    from evalsvc.records.documents import EvaluationRequest
     from evalsvc.sdk import Client
-    from evalsvc.service.records import EvaluationRequest
 
     with Client(url, api_key, retry=CLI_RETRY) as client:
         requests = [

@@ -25,13 +25,11 @@ suites_app = typer.Typer(help="Named, versioned task suites: list, show, sample,
 console = Console(soft_wrap=True)  # long lines stay whole (logs, piped output)
 
 
-def _stores(settings: Settings):
-    from evalsvc.service.catalog import PoolStore
-    from evalsvc.service.redis_clients import plain_redis
-    from evalsvc.service.state import JobStore
+def _records(settings: Settings):
+    from evalsvc.records.stores import Records
+    from evalsvc.redis_clients import plain_redis
 
-    client = plain_redis(settings)
-    return JobStore(client, retention_s=settings.retention_s), PoolStore(client)
+    return Records(plain_redis(settings), retention_s=settings.retention_s)
 
 
 def _progress() -> Progress:
@@ -61,7 +59,8 @@ def import_cmd(
     if suite is not None and not re.fullmatch(SUITE_NAME, suite):
         raise typer.BadParameter(f"{suite!r} is not a suite name ({SUITE_NAME})", param_hint="--suite")
     settings = Settings()
-    jobs, pools = _stores(settings)
+    records = _records(settings)
+    pools = records.catalog
     try:
         kind = fmt or detect_format(path)
         reader = READERS[kind](path)
@@ -71,7 +70,7 @@ def import_cmd(
     with _progress() as progress:
         bar = progress.add_task(f"importing {kind.value} {path.name}", total=reader.total)
         try:
-            summary = import_pool(reader, jobs, pools, on_item=lambda _: progress.advance(bar))
+            summary = import_pool(reader, records.tasks, pools, on_item=lambda _: progress.advance(bar))
         except (ValueError, OSError) as e:  # a pool file corrupt part way (what was read stays imported)
             console.print(f"[red]error:[/red] reading {path} failed: {e}")
             raise typer.Exit(2) from None
@@ -93,8 +92,8 @@ def import_cmd(
         console.print("nothing changed")
 
 
-def _live_queues(jobs, device_class: str | None) -> tuple[str, list[str]]:
-    live = [w for w in jobs.workers() if w.kind == "gpu" and time.time() - w.heartbeat_at < 30]
+def _live_queues(workers, device_class: str | None) -> tuple[str, list[str]]:
+    live = [w for w in workers.workers() if w.kind == "gpu" and time.time() - w.heartbeat_at < 30]
     classes = sorted({w.device_class for w in live})
     if device_class is None:
         if len(classes) != 1:
@@ -111,8 +110,10 @@ def _live_queues(jobs, device_class: str | None) -> tuple[str, list[str]]:
     return device_class, queues
 
 
-def _all_task_ids(jobs) -> list[str]:
-    return [t.decode() for t in jobs.r.zrange("evalsvc:tasks", 0, -1)]
+def _all_task_ids(tasks) -> list[str]:
+    from evalsvc.records.tasks import SHARED_TASKS
+
+    return [t.decode() for t in tasks.r.zrange(SHARED_TASKS, 0, -1)]
 
 
 @tasks_app.command("vet")
@@ -136,7 +137,8 @@ def vet_cmd(
     from evalsvc.queues import VET_TASK, make_celery
 
     settings = Settings()
-    jobs, pools = _stores(settings)
+    records = _records(settings)
+    pools = records.catalog
     if suite is not None:
         s = pools.suite(suite)
         if s is None:
@@ -144,8 +146,8 @@ def vet_cmd(
             raise typer.Exit(2)
         ids = s.task_ids
     else:
-        ids = _all_task_ids(jobs)
-    device_class, queues = _live_queues(jobs, device_class)
+        ids = _all_task_ids(records.tasks)
+    device_class, queues = _live_queues(records.workers, device_class)
     policy = VetPolicy(
         min_eager_ms=min_ms, max_eager_ms=max_ms, check_compile=compile_check, timing_budget_s=budget
     )
@@ -219,7 +221,7 @@ def _suite_or_exit(pools, name: str, version: int | None = None):
 @suites_app.command("list")
 def list_cmd() -> None:
     """Every suite at its latest version."""
-    _, pools = _stores(Settings())
+    pools = _records(Settings()).catalog
     table = Table()
     for col in ("suite", "version", "tasks", "description"):
         table.add_column(col)
@@ -236,7 +238,7 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A suite's tasks with their origin, tags and (given a device class) vet status."""
-    _, pools = _stores(Settings())
+    pools = _records(Settings()).catalog
     view = pools.suite_tasks(_suite_or_exit(pools, name, version), device_class=device_class)
     _print_tasks(view, as_json)
 
@@ -252,7 +254,7 @@ def sample_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """A deterministic sample of a suite (as `GET /v1/suites/{name}/tasks?sample=N&seed=S`)."""
-    _, pools = _stores(Settings())
+    pools = _records(Settings()).catalog
     s = _suite_or_exit(pools, name)
     view = pools.suite_tasks(
         s,
@@ -286,8 +288,9 @@ def create_cmd(
     description: str = "",
 ) -> None:
     """Make a suite (a new version when it exists with another set)."""
-    jobs, pools = _stores(Settings())
-    unknown = jobs.missing_tasks(task_ids)
+    records = _records(Settings())
+    pools = records.catalog
+    unknown = records.tasks.missing_tasks(task_ids)
     if unknown:
         console.print(f"[red]error:[/red] unknown task ids: {', '.join(unknown[:10])}")
         raise typer.Exit(2)
@@ -306,7 +309,7 @@ def split_cmd(
     """Fix the suite's train/held-out split and materialise it as suites NAME-train and NAME-heldout."""
     from evalsvc.core.pools import split_of
 
-    _, pools = _stores(Settings())
+    pools = _records(Settings()).catalog
     s = _suite_or_exit(pools, name)
     s, _ = pools.save_suite(name, s.task_ids, split_seed=seed, heldout_fraction=heldout)
     for side in Split:
@@ -327,7 +330,7 @@ def report_cmd(
     """Counts by status and reason, the distribution of eager runtimes and torch.compile speedups."""
     from evalsvc.pools.report import report_markdown
 
-    _, pools = _stores(Settings())
+    pools = _records(Settings()).catalog
     s = _suite_or_exit(pools, name)
     records = pools.vets(device_class, s.task_ids)
     report = suite_report(s, device_class, records)

@@ -31,7 +31,7 @@ from tenacity import (
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.service.records import (
+from evalsvc.records.documents import (
     BatchCancellation,
     BatchView,
     CompileView,

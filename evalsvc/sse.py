@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 
-from evalsvc.service.records import BatchEvent, BatchSummary
+from evalsvc.records.documents import BatchEvent, BatchSummary
 
 
 @dataclass(frozen=True)

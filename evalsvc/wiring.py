@@ -44,7 +44,7 @@ def sandbox_owner(settings: Settings) -> str:
 
 def make_store(settings: Settings) -> ArtifactStore:
     if settings.artifact_store == "redis":
-        from evalsvc.service.redis_clients import plain_redis
+        from evalsvc.redis_clients import plain_redis
 
         return RedisArtifactStore(plain_redis(settings))
     return LocalArtifactStore(settings.artifact_dir)

@@ -1,6 +1,6 @@
 """The workers' Celery application, configured by `evalsvc.queues.make_celery`, the contract both sides use.
 
-Celery carries only job ids; state and results live in Redis through `JobStore`. The worker's process
+Celery carries only job ids; state and results live in Redis through `evalsvc.records`. The worker's process
 hooks live here too: JSON logs, this process's metrics, and the metrics exporter of the worker's main
 process (docs/observability.md).
 """

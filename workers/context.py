@@ -1,4 +1,4 @@
-"""What a worker process holds for its whole life: settings, the job store, and its engine half."""
+"""What a worker process holds for its whole life: settings, the system of record, and its engine half."""
 
 from __future__ import annotations
 
@@ -17,12 +17,10 @@ from evalsvc.core.pools import VetPolicy, VetRecord, vet_error
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import EvaluationResult, FailureKind, Status
 from evalsvc.queues import COMPILE_QUEUE, EVALUATE_TASK, ROUTE_TASK
+from evalsvc.records.documents import Job, JobKind, State, WorkerInfo
+from evalsvc.records.stores import Records
+from evalsvc.redis_clients import worker_redis
 from evalsvc.sandbox.base import SandboxUnavailable, sandbox_job
-from evalsvc.service.catalog import PoolStore
-from evalsvc.service.records import Job, JobKind, State, WorkerInfo
-from evalsvc.service.redis_clients import worker_redis
-from evalsvc.service.routing import gpu_queue_for
-from evalsvc.service.state import JobStore
 from evalsvc.settings import CompileBackend, Settings
 from evalsvc.store.baselines import RedisBaselineCache
 from evalsvc.wiring import make_store, sandbox_owner
@@ -57,7 +55,12 @@ class WorkerContext:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.redis = worker_redis(settings)
-        self.jobs = JobStore(self.redis, retention_s=settings.retention_s)
+        self.records = Records(self.redis, retention_s=settings.retention_s)
+        self.jobs = self.records.jobs  # what the task bodies read and write
+        self.tasks = self.records.tasks
+        self.profiles = self.records.profiles
+        self.workers = self.records.workers
+        self.pools = self.records.catalog
         self.store = make_store(settings)
         self._probe: DockerSandbox | None = None
 
@@ -73,10 +76,6 @@ class WorkerContext:
         return RedisBaselineCache(self.redis)
 
     @built_once
-    def pools(self) -> PoolStore:
-        return PoolStore(self.redis)
-
-    @built_once
     def evaluator(self):
         from evalsvc.wiring import make_evaluator
 
@@ -84,7 +83,7 @@ class WorkerContext:
 
     def vet(self, task_id: str, policy: VetPolicy, run: str | None = None) -> VetRecord | None:
         """Vet one registered task on this worker's device and store its record (None: no such task)."""
-        task = self.jobs.get_task(task_id)
+        task = self.tasks.get_task(task_id)
         if task is None:
             return None
         try:
@@ -103,7 +102,7 @@ class WorkerContext:
         return written
 
     def compile_and_route(self, job: Job) -> None:
-        task = self.jobs.get_task(job.task_id) if job.task_id else None
+        task = self.tasks.get_task(job.task_id) if job.task_id else None
         with sandbox_job(job.id):  # its containers are labelled with the job
             outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs))
         job.compile_report = outcome.report
@@ -135,9 +134,7 @@ class WorkerContext:
         until `deadline` (wall clock): saved with its build and checked again `ROUTE_RECHECK_S` later by a
         `route_job` message, so that it holds no compile slot meanwhile (a slot held for `route_wait_s`
         made every evaluation queued behind two such jobs wait two minutes). At the deadline it fails."""
-        workers = self.jobs.workers()
-        depth = {w.queue: self.jobs.queue_depth(w.queue) for w in workers if w.kind == "gpu"}
-        queue = gpu_queue_for(workers, job.device_class, depth)
+        queue = self.workers.gpu_queue(job.device_class)
         if queue is not None:
             job.queue = queue
             job.attempts = 0
@@ -171,7 +168,7 @@ class WorkerContext:
         app.send_task(ROUTE_TASK, args=args, queue=COMPILE_QUEUE, countdown=ROUTE_RECHECK_S)
 
     def evaluate(self, job: Job) -> None:
-        task = self.jobs.get_task(job.task_id or "")
+        task = self.tasks.get_task(job.task_id or "")
         if task is None:
             self.finish(job, failure(Status.INTERNAL_ERROR, f"task {job.task_id} is gone", job.options))
             return
@@ -185,17 +182,17 @@ class WorkerContext:
             log.warning("job %s: %s; delivering it again", job.id, result.message)
             raise Redeliver(result.message or "the runner did not start")
         if job.task_id:
-            self.jobs.add_task_warnings(job.task_id, result.task_warnings)
+            self.tasks.add_task_warnings(job.task_id, result.task_warnings)
         self.finish(job, result)
 
     def profile_task(self, task_id: str, device_class: str) -> None:
         """Make a task's reference profile on this worker's device and store it (errors included)."""
-        record = self.jobs.get_profile(task_id, device_class)
-        task = self.jobs.get_task(task_id)
+        record = self.profiles.get_profile(task_id, device_class)
+        task = self.tasks.get_task(task_id)
         if record is None or record.state is State.DONE:
             return
         record.state = State.RUNNING
-        self.jobs.put_profile(record)
+        self.profiles.put_profile(record)
         try:
             if task is None:
                 raise LookupError(f"task {task_id} is gone")
@@ -204,7 +201,7 @@ class WorkerContext:
             record.error = f"{type(e).__name__}: {e}"[:2000]
             log.warning("profile of %s failed: %s", task_id, record.error)
         record.state = State.DONE
-        self.jobs.put_profile(record)
+        self.profiles.put_profile(record)
 
     def sandbox_problem(self) -> str | None:
         """Why this compile worker cannot build right now (its Docker engine or image is unreachable),
@@ -244,7 +241,7 @@ class WorkerContext:
                 info.problem = self.sandbox_problem() if kind == "compile" else None
                 info.heartbeat_at = time.time()
                 try:
-                    self.jobs.heartbeat(info)
+                    self.workers.heartbeat(info)
                 except redis.RedisError:
                     log.warning("heartbeat failed: Redis unreachable")
                 time.sleep(5)

@@ -24,8 +24,8 @@ from evalsvc.observability.gpu_health import resolve_index, timing_readiness
 from evalsvc.observability.logs import log_context
 from evalsvc.observability.metrics import WorkerMetrics
 from evalsvc.queues import COMPILE_TASK, EVALUATE_TASK, PROFILE_TASK, ROUTE_TASK, VET_TASK
+from evalsvc.records.documents import Job, JobKind, State
 from evalsvc.sandbox.base import SandboxUnavailable
-from evalsvc.service.records import Job, JobKind, State
 from workers.celery_app import app, worker_metrics
 from workers.context import Redeliver, WorkerContext, current_context
 

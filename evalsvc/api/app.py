@@ -26,9 +26,9 @@ from evalsvc.api.problems import as_problem_media, install_handlers
 from evalsvc.api.routes import batches, compile, devices, evaluations, events, health, profiles, suites, tasks
 from evalsvc.observability.logs import setup_logging
 from evalsvc.queues import Enqueuer
-from evalsvc.service.cancellation import Canceller
-from evalsvc.service.redis_clients import async_redis_client, redis_client
-from evalsvc.service.state import JobStore
+from evalsvc.records.cancellation import Canceller
+from evalsvc.records.stores import Records
+from evalsvc.redis_clients import async_redis_client, redis_client
 from evalsvc.settings import Settings
 
 log = logging.getLogger("evalsvc.api")
@@ -74,10 +74,10 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
         setup_logging(settings.log_format, settings.log_level)  # JSON lines, as the workers write
         client = redis_client(settings)
         aclient = async_redis_client(settings)
-        app.state.store = JobStore(
+        app.state.records = Records(
             client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
         )
-        app.state.canceller = Canceller(app.state.store)
+        app.state.canceller = Canceller(app.state.records.jobs)
         app.state.async_redis = aclient  # the rate limit's, and the event streams' subscriptions
         app.state.limiter = RateLimiter(aclient, settings.rate_limit_per_s, settings.rate_burst)
         app.state.enqueuer = enqueuer or CeleryEnqueuer.from_settings(settings)
@@ -86,7 +86,7 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
                 "!!! AUTHENTICATION IS OFF: EVALSVC_API_KEYS is empty, every caller is tenant 'anonymous'. "
                 'Set EVALSVC_API_KEYS=\'{"<key>": "<tenant>"}\' anywhere but a trusted dev machine. !!!'
             )
-        sweep = sweep_forever(app.state.store, app.state.enqueuer, settings.redelivery_after_s)
+        sweep = sweep_forever(app.state.records.jobs, app.state.enqueuer, settings.redelivery_after_s)
         sweeper = asyncio.create_task(sweep)
         try:
             yield

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from evalsvc.api.metrics import Metrics
 from evalsvc.api.problems import ProblemError
-from evalsvc.service.cancellation import Cancellation, Canceller, Outcome
-from evalsvc.service.records import BrokenJob, Job
+from evalsvc.records.cancellation import Cancellation, Canceller, Outcome
+from evalsvc.records.documents import BrokenJob, Job
 
 
 def message(where: str) -> str:

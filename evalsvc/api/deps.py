@@ -13,8 +13,15 @@ from evalsvc.api.limits import RateLimiter
 from evalsvc.api.metrics import Metrics
 from evalsvc.api.problems import ProblemError
 from evalsvc.queues import Enqueuer
-from evalsvc.service.cancellation import Canceller
-from evalsvc.service.state import JobStore
+from evalsvc.records.batches import BatchStore
+from evalsvc.records.cancellation import Canceller
+from evalsvc.records.catalog import PoolStore
+from evalsvc.records.idempotency import IdempotencyKeys
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.profiles import ProfileStore
+from evalsvc.records.stores import Records
+from evalsvc.records.tasks import TaskStore
+from evalsvc.records.workers import WorkerRegistry
 from evalsvc.settings import Settings
 
 
@@ -22,8 +29,36 @@ async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def _store(request: Request) -> JobStore:
-    return request.app.state.store
+def _records(request: Request) -> Records:
+    return request.app.state.records
+
+
+async def _jobs(request: Request) -> JobStore:
+    return _records(request).jobs
+
+
+async def _tasks(request: Request) -> TaskStore:
+    return _records(request).tasks
+
+
+async def _batches(request: Request) -> BatchStore:
+    return _records(request).batches
+
+
+async def _profiles(request: Request) -> ProfileStore:
+    return _records(request).profiles
+
+
+async def _workers(request: Request) -> WorkerRegistry:
+    return _records(request).workers
+
+
+async def _idempotency(request: Request) -> IdempotencyKeys:
+    return _records(request).idempotency
+
+
+async def _catalog(request: Request) -> PoolStore:
+    return _records(request).catalog
 
 
 async def _enqueuer(request: Request) -> Enqueuer:
@@ -43,7 +78,13 @@ async def _async_redis(request: Request) -> redis.asyncio.Redis:
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]
-StoreDep = Annotated[JobStore, Depends(_store)]
+JobsDep = Annotated[JobStore, Depends(_jobs)]
+TasksDep = Annotated[TaskStore, Depends(_tasks)]
+BatchesDep = Annotated[BatchStore, Depends(_batches)]
+ProfilesDep = Annotated[ProfileStore, Depends(_profiles)]
+WorkersDep = Annotated[WorkerRegistry, Depends(_workers)]
+IdempotencyDep = Annotated[IdempotencyKeys, Depends(_idempotency)]
+CatalogDep = Annotated[PoolStore, Depends(_catalog)]
 EnqueuerDep = Annotated[Enqueuer, Depends(_enqueuer)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 CancellerDep = Annotated[Canceller, Depends(_canceller)]

@@ -11,7 +11,7 @@ import redis
 from celery import Celery
 
 from evalsvc.queues import COMPILE_QUEUE, COMPILE_TASK, PROFILE_TASK, QueueUnavailable, make_celery
-from evalsvc.service.redis_clients import redis_client
+from evalsvc.redis_clients import redis_client
 from evalsvc.settings import Settings
 
 

@@ -6,7 +6,8 @@ import redis.asyncio
 
 from evalsvc.api.problems import ProblemError, retry_after
 from evalsvc.queues import COMPILE_QUEUE
-from evalsvc.service.state import JobStore, P
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import P
 from evalsvc.settings import Settings
 
 QUOTA_RETRY_AFTER_S = 5

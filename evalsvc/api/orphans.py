@@ -30,8 +30,8 @@ import redis
 from anyio import to_thread
 
 from evalsvc.queues import COMPILE_QUEUE, Enqueuer, QueueUnavailable
-from evalsvc.service.records import BrokenJob, State
-from evalsvc.service.state import JobStore
+from evalsvc.records.documents import BrokenJob, State
+from evalsvc.records.jobs import JobStore
 
 log = logging.getLogger("evalsvc.api")
 

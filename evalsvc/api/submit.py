@@ -19,8 +19,11 @@ from evalsvc.core.results import Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.queues import Enqueuer
-from evalsvc.service.records import BrokenJob, EvaluationRequest, Job, JobKind, State
-from evalsvc.service.state import JobStore, new_id
+from evalsvc.records.documents import BrokenJob, EvaluationRequest, Job, JobKind, State
+from evalsvc.records.idempotency import IdempotencyKeys
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import new_id
+from evalsvc.records.tasks import TaskStore
 
 log = logging.getLogger("evalsvc.api")
 
@@ -59,14 +62,14 @@ def compile_fingerprint(tenant: str, solution: Solution) -> str:
     return fingerprint(JobKind.COMPILE, tenant, None, solution, EvalOptions(), "default")
 
 
-def register_task(store: JobStore, spec: TaskSpec, owner: str | None) -> tuple[str, bool]:
+def register_task(tasks: TaskStore, spec: TaskSpec, owner: str | None) -> tuple[str, bool]:
     """Check what can be checked without running the module (422), then store it by content hash in
     `owner`'s namespace (None: the shared one). True when it is new to `owner`."""
     try:
         spec.check_syntax()
     except InvalidTask as e:
         raise ProblemError(422, "invalid_task", str(e)) from None
-    return store.put_task(spec, owner)
+    return tasks.put_task(spec, owner)
 
 
 def referenced_tasks(requests: list[EvaluationRequest]) -> list[str]:
@@ -95,12 +98,12 @@ def require_task_author(principal: Principal, authors: list[str] | None) -> None
 
 
 def resolve_task(
-    store: JobStore, req: EvaluationRequest, missing: set[str], owner: str | None, where: str = "task_id"
+    tasks: TaskStore, req: EvaluationRequest, missing: set[str], owner: str | None, where: str = "task_id"
 ) -> str:
     """The id of the request's task; inline tasks are registered first (in `owner`'s namespace), unknown
     ids (`missing`, as `admit` found them: not stored, or another tenant's) are a 422."""
     if req.task is not None:
-        return register_task(store, req.task, owner)[0]
+        return register_task(tasks, req.task, owner)[0]
     assert req.task_id is not None
     if req.task_id in missing:
         raise ProblemError(422, "unknown_task", f"{where}: no task {req.task_id!r}; POST /v1/tasks first")
@@ -134,23 +137,23 @@ def evaluation_job(tenant: str, req: EvaluationRequest, task_id: str) -> Job:
 
 
 def submit(
-    store: JobStore, enqueuer: Enqueuer, job: Job, dedup_key: str, idempotency_key: str | None
+    jobs: JobStore, enqueuer: Enqueuer, job: Job, dedup_key: str, idempotency_key: str | None
 ) -> tuple[Job, bool]:
     """Store the job (or find the one it duplicates) and queue it when new. True when it existed."""
-    stored, existed = store_job(store, job, dedup_key, idempotency_key)
+    stored, existed = store_job(jobs, job, dedup_key, idempotency_key)
     if not existed:
-        enqueue_new(store, enqueuer, [stored])
+        enqueue_new(jobs, enqueuer, [stored])
     return stored, existed
 
 
-def store_job(store: JobStore, job: Job, dedup_key: str, idempotency_key: str | None) -> tuple[Job, bool]:
+def store_job(jobs: JobStore, job: Job, dedup_key: str, idempotency_key: str | None) -> tuple[Job, bool]:
     """Store the job, or find the one it duplicates (True); not queued yet."""
-    return store_jobs(store, [(job, dedup_key, idempotency_key)])[0]
+    return store_jobs(jobs, [(job, dedup_key, idempotency_key)])[0]
 
 
-def store_jobs(store: JobStore, items: list[tuple[Job, str, str | None]]) -> list[tuple[Job, bool]]:
+def store_jobs(jobs: JobStore, items: list[tuple[Job, str, str | None]]) -> list[tuple[Job, bool]]:
     """`store_job` for many (job, dedup key, idempotency key) in one round trip."""
-    stored = store.create_jobs(list(items))
+    stored = jobs.create_jobs(list(items))
     for (_, dedup_key, _), (job, existed) in zip(items, stored, strict=True):
         if existed and job_fingerprint(job) != dedup_key:  # found by its Idempotency-Key, not its content
             raise key_reused()
@@ -181,12 +184,14 @@ def _abandon(store: JobStore, job: Job) -> None:
         log.error("job %s was stored but neither queued nor finished", job.id)
 
 
-def replayed(store: JobStore, idempotency_key: str | None, fingerprint_: str) -> Job | None:
+def replayed(
+    idempotency: IdempotencyKeys, jobs: JobStore, idempotency_key: str | None, fingerprint_: str
+) -> Job | None:
     """The job an earlier POST with this Idempotency-Key created, checked to be the same request."""
     if idempotency_key is None:
         return None
-    job_id = store.idempotent_lookup(idempotency_key)
-    job = store.read_job(job_id) if job_id else None
+    job_id = idempotency.lookup(idempotency_key)
+    job = jobs.read_job(job_id) if job_id else None
     if job is None or isinstance(job, BrokenJob):  # unreadable, hence failed now: the key makes a fresh job
         return None
     if job_fingerprint(job) != fingerprint_:

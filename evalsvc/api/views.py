@@ -1,4 +1,4 @@
-"""Response documents that exist only at the HTTP boundary (the shared ones are in service.records)."""
+"""Response documents that exist only at the HTTP boundary (the shared ones are in records.documents)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from evalsvc.core.profiles import DeviceFacts
 from evalsvc.core.results import Status
-from evalsvc.service.records import BatchItem, BatchView, BrokenJob, CompileView, Job, State, TaskView
+from evalsvc.records.documents import BatchItem, BatchView, BrokenJob, CompileView, Job, State, TaskView
 
 
 class TaskPage(BaseModel):

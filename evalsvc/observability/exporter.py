@@ -25,8 +25,9 @@ from prometheus_client.registry import Collector
 
 from evalsvc.observability.build_info import BuildInfoCollector
 from evalsvc.observability.gpu_health import GpuHealthCollector
-from evalsvc.service.redis_clients import scrape_redis
-from evalsvc.service.state import DEVICE_CLASS_MEMORY_S, JobStore
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.workers import DEVICE_CLASS_MEMORY_S, WorkerRegistry
+from evalsvc.redis_clients import scrape_redis
 from evalsvc.settings import Settings
 
 log = logging.getLogger("evalsvc.metrics")
@@ -70,7 +71,8 @@ class QueueDepthCollector(Collector):
 
     The queues are `fixed` (the compile queue) and every GPU queue with a live heartbeat."""
 
-    def __init__(self, jobs: JobStore, fixed: Sequence[str]) -> None:
+    def __init__(self, workers: WorkerRegistry, jobs: JobStore, fixed: Sequence[str]) -> None:
+        self.workers = workers
         self.jobs = jobs
         self.fixed = tuple(fixed)
 
@@ -80,7 +82,7 @@ class QueueDepthCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         family = self._family()
         try:
-            queues = set(self.fixed) | {w.queue for w in self.jobs.workers() if w.kind == "gpu"}
+            queues = set(self.fixed) | {w.queue for w in self.workers.workers() if w.kind == "gpu"}
             for q in sorted(queues):
                 family.add_metric([q], float(self.jobs.queue_depth(q)))
         except redis.RedisError as e:
@@ -98,8 +100,8 @@ class HeartbeatCollector(Collector):
     beat, read from Redis at scrape time (classes are remembered for a week, so a class whose every worker
     died stays visible and ages; the gateway refuses its submissions once no beat is live)."""
 
-    def __init__(self, jobs: JobStore) -> None:
-        self.jobs = jobs
+    def __init__(self, workers: WorkerRegistry) -> None:
+        self.workers = workers
 
     def describe(self) -> Iterable[Metric]:
         return [self._family()]
@@ -107,7 +109,7 @@ class HeartbeatCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         family = self._family()
         try:
-            beats = self.jobs.device_classes(DEVICE_CLASS_MEMORY_S)
+            beats = self.workers.device_classes(DEVICE_CLASS_MEMORY_S)
         except redis.RedisError as e:
             log.warning("GPU heartbeats not read: Redis error %s", e)
             return
@@ -151,8 +153,9 @@ def worker_collectors(settings: Settings, compile_queue: str) -> list[Collector]
     }
     out: list[Collector] = [WorkerInfoCollector(info), BuildInfoCollector(settings.git_commit)]
     if settings.worker_kind == "compile":
-        jobs = JobStore(scrape_redis(settings))
-        out += [QueueDepthCollector(jobs, [compile_queue]), HeartbeatCollector(jobs)]
+        client = scrape_redis(settings)
+        workers = WorkerRegistry(client)
+        out += [QueueDepthCollector(workers, JobStore(client), [compile_queue]), HeartbeatCollector(workers)]
     elif settings.device.startswith("cuda"):
         gpu = GpuHealthCollector(settings.gpu_uuid, settings.gpu_max_temp_c)
         gpu.start_xid_watch()

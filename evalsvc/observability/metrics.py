@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from evalsvc.core.results import CompileReport, EvaluationResult, Status
-from evalsvc.service.records import Job, JobKind
+from evalsvc.records.documents import Job, JobKind
 
 STAGES = ("queue_wait", "compile", "evaluate", "end_to_end")
 SANDBOX_FAILURES = (

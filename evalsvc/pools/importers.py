@@ -22,8 +22,8 @@ from pydantic import ValidationError
 
 from evalsvc.core.pools import PoolEntry, PoolSource, operators
 from evalsvc.core.tasks import InvalidTask, TaskMeta, TaskSpec
-from evalsvc.service.catalog import PoolStore
-from evalsvc.service.state import JobStore
+from evalsvc.records.catalog import PoolStore
+from evalsvc.records.tasks import TaskStore
 
 LEVEL_DIR = re.compile(r"^level(\d+)$")
 PROBLEM_FILE = re.compile(r"^(\d+)_(.+)\.py$")
@@ -211,7 +211,7 @@ class ImportSummary:
 
 def import_pool(
     reader: PoolReader,
-    jobs: JobStore,
+    tasks: TaskStore,
     pools: PoolStore,
     on_item: Callable[[Candidate], None] | None = None,
 ) -> ImportSummary:
@@ -233,7 +233,7 @@ def import_pool(
         except InvalidTask as e:
             summary.refused.append((cand.name, str(e)))
             continue
-        task_id, created = jobs.put_task(spec)
+        task_id, created = tasks.put_task(spec)
         pools.put_entry(
             PoolEntry(task_id=task_id, name=cand.name, source=reader.kind, origin=cand.origin, tags=cand.tags)
         )

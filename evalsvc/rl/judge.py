@@ -25,9 +25,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.core.tasks import TaskSpec
+from evalsvc.records.documents import BatchItem, BatchView, EvaluationRequest, State
 from evalsvc.rl.extract import Extraction, extract
 from evalsvc.sdk import ApiError, AsyncClient, Client, RetryPolicy
-from evalsvc.service.records import BatchItem, BatchView, EvaluationRequest, State
 
 log = logging.getLogger("evalsvc.rl")
 

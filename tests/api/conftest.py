@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 
 from evalsvc.api.app import create_app
 from evalsvc.api.enqueue import RecordingEnqueuer
-from evalsvc.service.state import JobStore
+from evalsvc.records.stores import Records
 from evalsvc.settings import Settings
 
 KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
@@ -139,7 +139,7 @@ def redis_url(redis_server: str) -> Iterator[str]:
 class Gateway:
     client: TestClient
     enqueuer: RecordingEnqueuer
-    store: JobStore  # the test's own view of Redis, to finish jobs and seed state
+    records: Records  # the test's own view of Redis, to finish jobs and seed state
     settings: Settings
 
 
@@ -160,7 +160,7 @@ def make_gateway(redis_url: str) -> Iterator[GatewayFactory]:
         client.__enter__()
         raw = redis.Redis.from_url(redis_url)
         opened.append((client, raw))
-        return Gateway(client, enqueuer, JobStore(raw), settings)
+        return Gateway(client, enqueuer, Records(raw), settings)
 
     yield make
     for client, raw in opened:

@@ -49,7 +49,7 @@ def test_auth_off_is_anonymous(make_gateway: GatewayFactory, task_id: str) -> No
     assert register(gw, {}) == task_id  # tenant A's task is not the operator's: registered again, shared
     r = gw.client.post("/v1/evaluations", json={"task_id": task_id, "solution": solution()})
     assert r.status_code == 202
-    assert gw.store.get_job(r.json()["id"]).tenant == "anonymous"  # type: ignore[union-attr]
+    assert gw.records.jobs.get_job(r.json()["id"]).tenant == "anonymous"  # type: ignore[union-attr]
 
 
 def test_rate_limit(make_gateway: GatewayFactory) -> None:
@@ -86,21 +86,21 @@ def test_tenant_quota(make_gateway: GatewayFactory, task_id: str) -> None:
     assert int(r.headers["retry-after"]) >= 1
     other = {"task_id": register(gw, AUTH_B), "solution": solution(9)}
     assert gw.client.post("/v1/evaluations", json=other, headers=AUTH_B).status_code == 202
-    job = gw.store.get_job(gw.enqueuer.job_ids[0])
-    assert job is not None and gw.store.finish(job)
+    job = gw.records.jobs.get_job(gw.enqueuer.job_ids[0])
+    assert job is not None and gw.records.jobs.finish(job)
     again = gw.client.post("/v1/evaluations", json=other, headers=AUTH_A)
     assert again.status_code == 202
 
 
 def test_queue_past_its_bound(make_gateway: GatewayFactory, task_id: str) -> None:
     gw = make_gateway(max_queue_depth=3)
-    gw.store.r.rpush("compile", *[b"m"] * 3)
+    gw.records.r.rpush("compile", *[b"m"] * 3)
     body = {"task_id": task_id, "solution": solution()}
     r = gw.client.post("/v1/evaluations", json=body, headers=AUTH_A)
     assert_problem(r, 503, "queue_full")
     assert int(r.headers["retry-after"]) >= 1
     assert gw.client.get(f"/v1/tasks/{task_id}", headers=AUTH_A).status_code == 200  # reads still work
-    gw.store.r.lpop("compile")
+    gw.records.r.lpop("compile")
     assert gw.client.post("/v1/evaluations", json=body, headers=AUTH_A).status_code == 202
 
 

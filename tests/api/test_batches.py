@@ -35,7 +35,7 @@ def test_batch_ids_in_submission_order(gw: Gateway, task_id: str) -> None:
     assert view["total"] == 6 and view["done"] == 0 and ids[5] == ids[1]
     assert gw.enqueuer.job_ids == ids[:5]
     for i, job_id in enumerate(ids[:5]):
-        job = gw.store.get_job(job_id)
+        job = gw.records.jobs.get_job(job_id)
         assert job is not None and job.solution.files["solution.py"].endswith(f"# variant {i}\n")
     got = gw.client.get(f"/v1/batches/{view['id']}", headers=AUTH_A).json()
     assert [item["id"] for item in got["items"]] == ids
@@ -69,7 +69,8 @@ def test_batch_idempotency_key(gw: Gateway, task_id: str) -> None:
 def test_batch_wait_returns_when_all_are_done(gw: Gateway, task_id: str) -> None:
     view = gw.client.post("/v1/batches", json=batch(task_id, 3), headers=AUTH_A).json()
     ids = [item["id"] for item in view["items"]]
-    finishers = [finish_later(gw.store, job_id, 0.1 + 0.1 * i, ok_result()) for i, job_id in enumerate(ids)]
+    jobs = gw.records.jobs
+    finishers = [finish_later(jobs, job_id, 0.1 + 0.1 * i, ok_result()) for i, job_id in enumerate(ids)]
     started = time.monotonic()
     got = gw.client.get(f"/v1/batches/{view['id']}", params={"wait": 20}, headers=AUTH_A).json()
     elapsed = time.monotonic() - started

@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 
 from evalsvc.api.app import create_app
 from evalsvc.api.enqueue import CeleryEnqueuer
-from evalsvc.service.records import State
-from evalsvc.service.state import JobStore
+from evalsvc.records.documents import State
+from evalsvc.records.jobs import JobStore
 from evalsvc.settings import Settings
 from tests.api.conftest import AUTH_A, KEYS, SOLUTION, TASK_SOURCE, assert_problem, free_port
 

@@ -40,9 +40,9 @@ def assert_failed_unreadable(view: dict, why: str) -> None:
 
 def test_get_of_an_unreadable_evaluation_is_a_failed_result(gw: Gateway, task_id: str) -> None:
     spoilt, torn = submitted(gw, task_id, 1), submitted(gw, task_id, 2)
-    spoil_options(gw.store.r, spoilt)
-    tear(gw.store.r, torn)
-    assert gw.store.inflight("tenant-a") == 2
+    spoil_options(gw.records.r, spoilt)
+    tear(gw.records.r, torn)
+    assert gw.records.jobs.inflight("tenant-a") == 2
     for job_id, why in ((spoilt, "options.timing_budget_s"), (torn, "Invalid JSON")):
         r = gw.client.get(f"/v1/evaluations/{job_id}", params={"wait": 5}, headers=AUTH_A)
         assert r.status_code == 200, r.text
@@ -51,15 +51,15 @@ def test_get_of_an_unreadable_evaluation_is_a_failed_result(gw: Gateway, task_id
         text = gw.client.get(f"/v1/evaluations/{job_id}", params={"format": "text"}, headers=AUTH_A)
         assert text.status_code == 200 and "status: internal_error" in text.text, text.text
         assert_problem(gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_B), 404, "not_found")
-    assert gw.store.inflight("tenant-a") == 0  # failed once read: the quota is given back
+    assert gw.records.jobs.inflight("tenant-a") == 0  # failed once read: the quota is given back
 
 
 def test_an_unreadable_record_whose_owner_is_lost_is_nobodys(gw: Gateway, task_id: str) -> None:
     job_id = submitted(gw, task_id, 1)
-    tear(gw.store.r, job_id, keep=40)
+    tear(gw.records.r, job_id, keep=40)
     assert_problem(gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_A), 404, "not_found")
-    gw.store.r.delete(KEY + job_id)
-    gw.store.r.set(KEY + job_id, "another type of key")
+    gw.records.r.delete(KEY + job_id)
+    gw.records.r.set(KEY + job_id, "another type of key")
     assert_problem(gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_A), 404, "not_found")
 
 
@@ -69,8 +69,8 @@ def test_a_batch_with_an_unreadable_item(gw: Gateway, task_id: str) -> None:
     assert r.status_code == 202, r.text
     batch = r.json()
     ids = [i["id"] for i in batch["items"]]
-    spoil_options(gw.store.r, ids[1])
-    tear(gw.store.r, ids[2], keep=40)  # its owner is lost: the other items say whose batch it is
+    spoil_options(gw.records.r, ids[1])
+    tear(gw.records.r, ids[2], keep=40)  # its owner is lost: the other items say whose batch it is
     got = gw.client.get(f"/v1/batches/{batch['id']}", headers=AUTH_A)
     assert got.status_code == 200, got.text
     assert [(i["state"], i["status"]) for i in got.json()["items"]] == [
@@ -90,8 +90,8 @@ def test_a_retry_of_an_unreadable_evaluation_gets_a_fresh_job(gw: Gateway, task_
     """Neither its Idempotency-Key nor its content serves an unreadable record again."""
     keyed = submitted(gw, task_id, 1, {"Idempotency-Key": "k1"})
     plain = submitted(gw, task_id, 2)
-    spoil_options(gw.store.r, keyed)
-    tear(gw.store.r, plain)
+    spoil_options(gw.records.r, keyed)
+    tear(gw.records.r, plain)
     retried = submitted(gw, task_id, 1, {"Idempotency-Key": "k1"})
     deduplicated = submitted(gw, task_id, 2)
     assert retried != keyed and deduplicated != plain
@@ -105,7 +105,7 @@ def test_get_of_an_unreadable_compile_job(gw: Gateway) -> None:
     r = gw.client.post("/v1/compile", json={"solution": solution(1)}, params={"wait": 0}, headers=AUTH_A)
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    tear(gw.store.r, job_id)
+    tear(gw.records.r, job_id)
     got = gw.client.get(f"/v1/compile/{job_id}", headers=AUTH_A)
     assert got.status_code == 200, got.text
     assert got.json()["state"] == "done" and got.json()["status"] == "internal_error"

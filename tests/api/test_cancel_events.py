@@ -19,9 +19,10 @@ import redis
 from evalsvc.api.app import create_app
 from evalsvc.api.enqueue import RecordingEnqueuer
 from evalsvc.core.results import Status
+from evalsvc.records.documents import State
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import job_key
 from evalsvc.sdk import ApiError, AsyncClient, Client
-from evalsvc.service.records import State
-from evalsvc.service.state import JobStore, job_key
 from evalsvc.settings import Settings
 from tests.api.conftest import (
     AUTH_A,
@@ -51,19 +52,19 @@ def finish_ok(store: JobStore, job_id: str) -> bool:
 
 def test_cancel_a_queued_evaluation(gw: Gateway, task_id: str) -> None:
     view = submit(gw, task_id)
-    assert gw.store.inflight("tenant-a") == 1
+    assert gw.records.jobs.inflight("tenant-a") == 1
     assert_problem(gw.client.delete(f"/v1/evaluations/{view['id']}", headers=AUTH_B), 404, "not_found")
     r = gw.client.delete(f"/v1/evaluations/{view['id']}", headers=AUTH_A)
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["state"] == "done" and got["status"] == "cancelled" and got["reward"] is None
     assert got["result"]["reward"] is None and got["result"]["milestone"] is None
-    assert gw.store.inflight("tenant-a") == 0  # the quota is given back
+    assert gw.records.jobs.inflight("tenant-a") == 0  # the quota is given back
     # idempotent: the same answer again
     again = gw.client.delete(f"/v1/evaluations/{view['id']}", headers=AUTH_A)
     assert again.status_code == 200 and again.json()["result"] == got["result"]
     # a worker's result that comes later is refused: the cancellation stands, no reward is given
-    assert not finish_ok(gw.store, view["id"])
+    assert not finish_ok(gw.records.jobs, view["id"])
     read = gw.client.get(f"/v1/evaluations/{view['id']}", headers=AUTH_A).json()
     assert read["status"] == "cancelled" and read["reward"] is None
     assert "reward: none" in gw.client.get(f"/v1/evaluations/{view['id']}?format=text", headers=AUTH_A).text
@@ -81,7 +82,7 @@ def test_a_cancelled_job_serves_its_key_but_not_new_work(gw: Gateway, task_id: s
 
 def test_cancel_a_finished_evaluation_is_409(gw: Gateway, task_id: str) -> None:
     view = submit(gw, task_id)
-    assert finish_ok(gw.store, view["id"])
+    assert finish_ok(gw.records.jobs, view["id"])
     problem = assert_problem(
         gw.client.delete(f"/v1/evaluations/{view['id']}", headers=AUTH_A), 409, "already_finished"
     )
@@ -92,12 +93,12 @@ def test_cancel_a_finished_evaluation_is_409(gw: Gateway, task_id: str) -> None:
 def test_cancel_a_running_evaluation(gw: Gateway, task_id: str) -> None:
     """A worker's save (the job moving to `running`) between the gateway's read and its write is seen."""
     view = submit(gw, task_id)
-    job = gw.store.get_job(view["id"])
-    assert job is not None and gw.store.advance(job, State.RUNNING)
+    job = gw.records.jobs.get_job(view["id"])
+    assert job is not None and gw.records.jobs.advance(job, State.RUNNING)
     got = gw.client.delete(f"/v1/evaluations/{view['id']}", headers=AUTH_A).json()
     assert got["status"] == "cancelled"
-    assert not gw.store.advance(job, State.RUNNING)  # the worker's next step is refused
-    assert not gw.store.finish(job, ok_result())  # and its result
+    assert not gw.records.jobs.advance(job, State.RUNNING)  # the worker's next step is refused
+    assert not gw.records.jobs.finish(job, ok_result())  # and its result
     metrics = gw.client.get("/metrics").text
     assert 'evalsvc_cancellations_total{state="running"} 1.0' in metrics
 
@@ -107,7 +108,7 @@ def test_cancel_a_batch(gw: Gateway, task_id: str) -> None:
     body["evaluations"].append(body["evaluations"][1])  # a duplicate shares item 1's job
     batch = gw.client.post("/v1/batches", json=body, headers=AUTH_A).json()
     ids = [item["id"] for item in batch["items"]]
-    assert finish_ok(gw.store, ids[0])
+    assert finish_ok(gw.records.jobs, ids[0])
     assert_problem(gw.client.delete(f"/v1/batches/{batch['id']}", headers=AUTH_B), 404, "not_found")
     r = gw.client.delete(f"/v1/batches/{batch['id']}", headers=AUTH_A)
     assert r.status_code == 200, r.text
@@ -117,7 +118,7 @@ def test_cancel_a_batch(gw: Gateway, task_id: str) -> None:
     assert got["batch"]["done"] == 4
     again = gw.client.delete(f"/v1/batches/{batch['id']}", headers=AUTH_A).json()
     assert (again["cancelled"], again["already_cancelled"], again["finished"]) == (0, 3, 1)
-    assert gw.store.inflight("tenant-a") == 0
+    assert gw.records.jobs.inflight("tenant-a") == 0
 
 
 # server-sent events ------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import threading
 import time
 
 from evalsvc.core.results import CompileReport
-from evalsvc.service.records import JobKind
-from evalsvc.service.state import JobStore
+from evalsvc.records.documents import JobKind
+from evalsvc.records.jobs import JobStore
 from tests.api.conftest import AUTH_A, AUTH_B, Gateway, assert_problem, solution
 
 
@@ -27,7 +27,7 @@ def finish_compile_later(store: JobStore, enqueued: list[str], delay_s: float) -
 
 
 def test_compile_answers_200_when_done_in_time(gw: Gateway) -> None:
-    finisher = finish_compile_later(gw.store, gw.enqueuer.job_ids, 0.2)
+    finisher = finish_compile_later(gw.records.jobs, gw.enqueuer.job_ids, 0.2)
     r = gw.client.post("/v1/compile", params={"wait": 20}, json={"solution": solution()}, headers=AUTH_A)
     finisher.join()
     assert r.status_code == 200, r.text

@@ -8,7 +8,7 @@ import time
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.outcomes import failure
 from evalsvc.core.results import EvaluationResult, Status
-from evalsvc.service.state import JobStore
+from evalsvc.records.jobs import JobStore
 from tests.api.conftest import AUTH_A, AUTH_B, TASK_SOURCE, Gateway, assert_problem, register, solution
 
 
@@ -37,7 +37,7 @@ def test_submit_queues_the_job(gw: Gateway, task_id: str) -> None:
     assert view["state"] == "queued" and view["task_id"] == task_id and view["deduplicated"] is False
     assert r.headers["location"] == f"/v1/evaluations/{view['id']}"
     assert gw.enqueuer.job_ids == [view["id"]]
-    job = gw.store.get_job(view["id"])
+    job = gw.records.jobs.get_job(view["id"])
     assert job is not None and job.tenant == "tenant-a"
 
 
@@ -84,8 +84,8 @@ def test_identical_submissions_are_deduplicated(gw: Gateway, task_id: str) -> No
     other_options = {**body, "options": {"trials": 4}}
     assert gw.client.post("/v1/evaluations", json=other_options, headers=AUTH_A).json()["id"] != first["id"]
     # served from the finished job, result included
-    job = gw.store.get_job(first["id"])
-    assert job is not None and gw.store.finish(job, ok_result())
+    job = gw.records.jobs.get_job(first["id"])
+    assert job is not None and gw.records.jobs.finish(job, ok_result())
     third = gw.client.post("/v1/evaluations", json=body, headers=AUTH_A).json()
     assert third["id"] == first["id"] and third["state"] == "done" and third["reward"] == 1.0
 
@@ -93,9 +93,9 @@ def test_identical_submissions_are_deduplicated(gw: Gateway, task_id: str) -> No
 def test_internal_errors_are_not_served_again(gw: Gateway, task_id: str) -> None:
     body = {"task_id": task_id, "solution": solution()}
     first = gw.client.post("/v1/evaluations", json=body, headers=AUTH_A).json()
-    job = gw.store.get_job(first["id"])
+    job = gw.records.jobs.get_job(first["id"])
     assert job is not None
-    gw.store.finish(job, failure(Status.INTERNAL_ERROR, "worker lost", EvalOptions()))
+    gw.records.jobs.finish(job, failure(Status.INTERNAL_ERROR, "worker lost", EvalOptions()))
     again = gw.client.post("/v1/evaluations", json=body, headers=AUTH_A).json()
     assert again["id"] != first["id"] and again["deduplicated"] is False
 
@@ -105,8 +105,8 @@ def test_get_returns_the_result_document(gw: Gateway, task_id: str) -> None:
         "/v1/evaluations", json={"task_id": task_id, "solution": solution()}, headers=AUTH_A
     ).json()["id"]
     assert gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_A).json()["result"] is None
-    job = gw.store.get_job(job_id)
-    assert job is not None and gw.store.finish(job, ok_result())
+    job = gw.records.jobs.get_job(job_id)
+    assert job is not None and gw.records.jobs.finish(job, ok_result())
     view = gw.client.get(f"/v1/evaluations/{job_id}", headers=AUTH_A).json()
     assert view["state"] == "done" and view["status"] == "ok" and view["result"]["milestone"] == 1
     assert_problem(gw.client.get("/v1/evaluations/e_unknown", headers=AUTH_A), 404, "not_found")
@@ -116,7 +116,7 @@ def test_wait_returns_as_soon_as_the_job_is_done(gw: Gateway, task_id: str) -> N
     job_id = gw.client.post(
         "/v1/evaluations", json={"task_id": task_id, "solution": solution()}, headers=AUTH_A
     ).json()["id"]
-    finisher = finish_later(gw.store, job_id, 0.3, ok_result())
+    finisher = finish_later(gw.records.jobs, job_id, 0.3, ok_result())
     started = time.monotonic()
     r = gw.client.get(f"/v1/evaluations/{job_id}", params={"wait": 20}, headers=AUTH_A)
     elapsed = time.monotonic() - started

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from evalsvc.service.records import WorkerInfo
+from evalsvc.records.documents import WorkerInfo
 from tests.api.conftest import AUTH_A, Gateway, assert_problem
 
 
@@ -32,21 +32,21 @@ def test_readyz_says_what_is_missing(gw: Gateway) -> None:
     r = gw.client.get("/readyz")
     body = assert_problem(r, 503, "not_ready")
     assert body["redis"] == "ok" and len(body["missing"]) == 2
-    gw.store.heartbeat(worker("compile", "compile"))
+    gw.records.workers.heartbeat(worker("compile", "compile"))
     assert gw.client.get("/readyz").json()["missing"] == ["a live gpu worker"]
-    gw.store.heartbeat(worker("gpu", "gpu.abc", "cuda:0", "H200"))
+    gw.records.workers.heartbeat(worker("gpu", "gpu.abc", "cuda:0", "H200"))
     ready = gw.client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"ready": True, "redis": "ok", "workers": {"compile": 1, "gpu": 1}, "missing": []}
 
 
 def test_devices_lists_live_gpu_workers(gw: Gateway) -> None:
-    gw.store.heartbeat(worker("compile", "compile"))
-    gw.store.heartbeat(worker("gpu", "gpu.b", "cuda:1", "H200"))
-    gw.store.heartbeat(worker("gpu", "gpu.a", "cuda:0", "H200"))
+    gw.records.workers.heartbeat(worker("compile", "compile"))
+    gw.records.workers.heartbeat(worker("gpu", "gpu.b", "cuda:1", "H200"))
+    gw.records.workers.heartbeat(worker("gpu", "gpu.a", "cuda:0", "H200"))
     stale = worker("gpu", "gpu.old")
     stale.heartbeat_at -= 600
-    gw.store.heartbeat(stale)
+    gw.records.workers.heartbeat(stale)
     devices = gw.client.get("/v1/devices", headers=AUTH_A).json()
     assert [(d["queue"], d["device"], d["device_class"]) for d in devices] == [
         ("gpu.a", "cuda:0", "H200"),

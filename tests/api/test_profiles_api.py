@@ -7,7 +7,7 @@ import os
 import time
 
 from evalsvc.core.profiles import DeviceFacts, KernelTrace, OpStat, ReferenceProfile, TaskWork
-from evalsvc.service.records import State, WorkerInfo
+from evalsvc.records.documents import State, WorkerInfo
 from tests.api.conftest import AUTH_A, SOLUTION, Gateway, assert_problem
 
 H200 = DeviceFacts(
@@ -33,7 +33,7 @@ def _gpu(gw: Gateway, queue: str = "gpu.a", device_class: str = "H200") -> None:
         heartbeat_at=time.time(),
         facts=H200,
     )
-    gw.store.heartbeat(info)
+    gw.records.workers.heartbeat(info)
 
 
 def test_profile_is_queued_once_to_a_live_gpu_worker(gw: Gateway, task_id: str) -> None:
@@ -56,7 +56,7 @@ def test_profile_is_queued_once_to_a_live_gpu_worker(gw: Gateway, task_id: str) 
 def test_done_profile_reads_back_as_json_and_text(gw: Gateway, task_id: str) -> None:
     _gpu(gw)
     gw.client.post(f"/v1/tasks/{task_id}/profile", headers=AUTH_A)
-    record = gw.store.get_profile(task_id, "default")
+    record = gw.records.profiles.get_profile(task_id, "default")
     assert record is not None
     op = OpStat(name="aten::clamp_min", shapes="[64]", calls=1, time_us=3.5, share=1.0)
     record.profile = ReferenceProfile(
@@ -67,7 +67,7 @@ def test_done_profile_reads_back_as_json_and_text(gw: Gateway, task_id: str) -> 
         work=TaskWork(min_bytes=512, flops=0, input_bytes=256, output_bytes=256),
     )
     record.state = State.DONE
-    gw.store.put_profile(record)
+    gw.records.profiles.put_profile(record)
     got = gw.client.get(f"/v1/tasks/{task_id}/profile", params={"wait": 5}, headers=AUTH_A)
     assert got.status_code == 200
     assert got.json()["profile"]["eager"]["operators"][0]["name"] == "aten::clamp_min"

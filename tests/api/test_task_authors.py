@@ -26,7 +26,7 @@ def test_only_named_tenants_hand_the_service_task_code(make_gateway: GatewayFact
     # A named tenant registers and sends tasks; everyone evaluates against a shared task by id.
     assert gw.client.post("/v1/tasks", json={"source": TASK_SOURCE}, headers=AUTH_A).status_code == 201
     assert gw.client.post("/v1/evaluations", json=inline, headers=AUTH_A).status_code == 202
-    shared, _ = register_task(gw.store, TaskSpec(source=TASK_SOURCE, name="shared relu"), None)
+    shared, _ = register_task(gw.records.tasks, TaskSpec(source=TASK_SOURCE, name="shared relu"), None)
     r = gw.client.post("/v1/evaluations", json={"task_id": shared, "solution": solution(1)}, headers=AUTH_B)
     assert r.status_code == 202, r.text
 

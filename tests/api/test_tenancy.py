@@ -16,8 +16,8 @@ import httpx
 
 from evalsvc.core.pools import Suite
 from evalsvc.core.tasks import TaskSpec
-from evalsvc.service.catalog import PoolStore
-from evalsvc.service.records import WorkerInfo
+from evalsvc.records.catalog import PoolStore
+from evalsvc.records.documents import WorkerInfo
 from tests.api.conftest import (
     AUTH_A,
     AUTH_B,
@@ -106,7 +106,7 @@ def test_another_tenants_profile_is_unknown(gw: Gateway) -> None:
         facts=None,
         problem=None,
     )
-    gw.store.heartbeat(info)
+    gw.records.workers.heartbeat(info)
     assert gw.client.post(f"/v1/tasks/{alice}/profile", headers=AUTH_A).status_code == 202
 
     for method in ("POST", "GET"):
@@ -191,11 +191,11 @@ def test_records_stored_before_tenancy_are_shared(gw: Gateway) -> None:
     readable by every tenant, and no tenant can change them."""
     spec = TaskSpec(source=TASK_SOURCE + "# legacy\n", name="legacy-relu")
     doc = {"spec": spec.model_dump(mode="json"), "created_at": 1.0}
-    gw.store.r.set("evalsvc:task:" + spec.id, json.dumps(doc))
-    gw.store.r.zadd("evalsvc:tasks", {spec.id: 1.0})
+    gw.records.r.set("evalsvc:task:" + spec.id, json.dumps(doc))
+    gw.records.r.zadd("evalsvc:tasks", {spec.id: 1.0})
     suite = Suite(name="legacy", version=1, task_ids=[spec.id], created_at=1.0)
-    gw.store.r.hset("evalsvc:suite:legacy", "1", suite.model_dump_json())
-    gw.store.r.hset("evalsvc:suites", "legacy", 1)
+    gw.records.r.hset("evalsvc:suite:legacy", "1", suite.model_dump_json())
+    gw.records.r.hset("evalsvc:suites", "legacy", 1)
 
     for auth in (AUTH_A, AUTH_B):
         view = gw.client.get(f"/v1/tasks/{spec.id}", headers=auth).json()
@@ -207,7 +207,7 @@ def test_records_stored_before_tenancy_are_shared(gw: Gateway) -> None:
     other = register(gw, AUTH_A, source=TASK_SOURCE + "# other\n")
     r = gw.client.post("/v1/suites", json={"name": "legacy", "task_ids": [other]}, headers=AUTH_A)
     assert r.status_code == 201 and r.json()["shared"] is False
-    legacy = PoolStore(gw.store.r).suite("legacy")
+    legacy = PoolStore(gw.records.r).suite("legacy")
     assert legacy is not None and legacy.task_ids == [spec.id] and legacy.version == 1
     items = gw.client.get("/v1/suites/legacy/tasks", headers=AUTH_B).json()["items"]
     assert [i["task_id"] for i in items] == [spec.id]

@@ -11,8 +11,8 @@ import pytest
 
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
+from evalsvc.records.documents import EvaluationRequest, State
 from evalsvc.sdk import ApiError, Client
-from evalsvc.service.records import EvaluationRequest, State
 from evalsvc.suite import cases
 from tests.corpus.reader import small_task
 from tests.live_stack import CLI, LiveStack, running_stack

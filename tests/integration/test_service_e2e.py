@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from evalsvc.core.options import EvalOptions
+from evalsvc.records.documents import EvaluationRequest
 from evalsvc.sdk import Client
-from evalsvc.service.records import EvaluationRequest
 from evalsvc.suite import cases
 from tests.corpus.reader import small_task
 from tests.live_stack import LiveStack, running_stack

@@ -27,8 +27,8 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.solutions import Solution
 from evalsvc.observability.gpu_health import GpuHealthCollector
 from evalsvc.observability.prometheus_config import rule_files
+from evalsvc.records.documents import State
 from evalsvc.sdk import ApiError, Client
-from evalsvc.service.records import State
 from evalsvc.stack import Stack
 from evalsvc.suite import cases
 from tests.conftest import TEST_DATA

@@ -19,7 +19,7 @@ from evalsvc.core.solutions import Solution
 from evalsvc.observability.build_info import BuildInfoCollector, package_version
 from evalsvc.observability.exporter import exposition_registry, worker_collectors
 from evalsvc.observability.metrics import MAX_RULES, MAX_TENANTS, WorkerMetrics
-from evalsvc.service.records import Job, JobKind, State
+from evalsvc.records.documents import Job, JobKind, State
 from evalsvc.settings import Settings
 
 

@@ -36,8 +36,9 @@ from evalsvc.cli import app as cli_app
 from evalsvc.core.pools import VetStatus
 from evalsvc.engine.baselines import baseline_keys
 from evalsvc.engine.device_info import device_name
-from evalsvc.service.catalog import PoolStore
-from evalsvc.service.state import JobStore
+from evalsvc.records.catalog import PoolStore
+from evalsvc.records.tasks import TaskStore
+from evalsvc.records.workers import WorkerRegistry
 from evalsvc.settings import Settings
 from evalsvc.store.baselines import RedisBaselineCache
 from tests.pools.conftest import running_redis, stop
@@ -121,12 +122,12 @@ def _start_worker(root: Path, url: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
-    jobs = JobStore(redis.Redis.from_url(url))
+    registry = WorkerRegistry(redis.Redis.from_url(url))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail("the device worker exited: " + (root / "worker.log").read_text()[-3000:])
-        if any(w.device_class == DEVICE_CLASS for w in jobs.workers()):
+        if any(w.device_class == DEVICE_CLASS for w in registry.workers()):
             return proc
         time.sleep(0.3)
     pytest.fail("the device worker never sent a heartbeat")
@@ -247,8 +248,7 @@ def test_vetting_jobs_give_the_expected_statuses_and_reasons(service: Service) -
     assert "rejected" in out and "constant_output" in out and "too_slow" in out
 
     # the eager baseline landed in the fleet cache under the judge's own key
-    jobs = JobStore(service.redis)
-    spec = jobs.get_task(names["level1/1_Gemm_ReLU"])
+    spec = TaskStore(service.redis).get_task(names["level1/1_Gemm_ReLU"])
     assert spec is not None
     keys = baseline_keys(spec, device_name(torch.device("cpu")), torch.__version__, float(BUDGET), 0.01)
     cached = RedisBaselineCache(service.redis).get(keys.eager)
@@ -272,7 +272,7 @@ def test_vetting_with_torch_compile_stores_both_baselines(service: Service) -> N
     r = store.vets(DEVICE_CLASS, [gelu_task_id])[gelu_task_id]
     assert r.status is VetStatus.OK, (r.findings, service.log())
     assert r.compile_checked and r.compiled_ms is not None and r.compile_speedup is not None
-    spec = JobStore(service.redis).get_task(gelu_task_id)
+    spec = TaskStore(service.redis).get_task(gelu_task_id)
     assert spec is not None
     keys = baseline_keys(spec, device_name(torch.device("cpu")), torch.__version__, float(BUDGET), 0.01)
     compiled = RedisBaselineCache(service.redis).get(keys.compiled)

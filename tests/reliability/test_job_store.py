@@ -12,8 +12,9 @@ from evalsvc.api.orphans import requeue_orphans, requeue_stalled
 from evalsvc.core.results import EvaluationResult, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.queues import COMPILE_QUEUE
-from evalsvc.service.records import EvaluationView, Job, JobKind, State
-from evalsvc.service.state import PROGRESS, JobStore
+from evalsvc.records.documents import EvaluationView, Job, JobKind, State
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import PROGRESS
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
 
 ROUNDS, CLIENTS = 200, 8

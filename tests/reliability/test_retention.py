@@ -8,7 +8,8 @@ import time
 import redis
 
 from evalsvc.core.results import EvaluationResult, Status
-from evalsvc.service.state import JobStore, P
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import P
 from tests.api.conftest import (  # noqa: F401 - fixtures
     AUTH_A,
     TASK_SOURCE,

@@ -1,6 +1,6 @@
 """A compiled job whose device class has no live worker does not hold a compile slot while it waits
 (issue 20, item 4): it held one for `route_wait_s` (120 s), and two such jobs made an ordinary evaluation
-take 119.5 s. Heartbeats are written by the workers' own code (`JobStore.heartbeat`)."""
+take 119.5 s. Heartbeats are written by the workers' own code (`WorkerRegistry.heartbeat`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from bench.live_stack import LiveStack, wait_for
 from evalsvc.core.results import CompileReport, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.queues import EVALUATE_TASK, ROUTE_TASK
-from evalsvc.service.records import Job, JobKind, State, WorkerInfo
-from evalsvc.service.state import PROGRESS, JobStore
+from evalsvc.records.documents import Job, JobKind, State, WorkerInfo
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import PROGRESS
+from evalsvc.records.workers import WorkerRegistry
 from evalsvc.settings import Settings
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
 from tests.reliability.conftest import options, small_relu, wait_done
@@ -91,7 +93,7 @@ def test_a_job_with_no_live_worker_of_its_class_is_parked_not_waited_for(
 ) -> None:
     context, sent = ctx
     store = context.jobs
-    store.heartbeat(worker("gpu.h200", "H200"))  # another class is served
+    context.workers.heartbeat(worker("gpu.h200", "H200"))  # another class is served
     job = compiled(store, "A100")
     deadline = time.time() + 600
     context.route(job, deadline)  # returns at once: no loop waits for a worker here
@@ -112,7 +114,7 @@ def test_a_job_with_no_live_worker_of_its_class_is_parked_not_waited_for(
     assert len(sent.calls) == 2
 
     # The class comes back: the next check routes the job to its worker's queue.
-    store.heartbeat(worker("gpu.a100", "A100"))
+    context.workers.heartbeat(worker("gpu.a100", "A100"))
     tasks.route_job(*again)
     assert sent.calls[2] == ("evaluate", {"args": [job.id], "queue": "gpu.a100"})
     routed = store.get_job(job.id)
@@ -124,7 +126,7 @@ def test_a_job_with_no_live_worker_of_its_class_is_parked_not_waited_for(
 def test_a_parked_job_fails_at_its_deadline(ctx: tuple[WorkerContext, Sent]) -> None:
     context, sent = ctx
     store = context.jobs
-    store.heartbeat(worker("gpu.h200", "H200"))
+    context.workers.heartbeat(worker("gpu.h200", "H200"))
     job = compiled(store, "A100")
     context.route(job, time.time() + 600)
     parked_at = store.get_job(job.id).updated_at  # type: ignore[union-attr]
@@ -155,10 +157,10 @@ def test_jobs_waiting_for_a_device_class_do_not_hold_compile_slots(stack: LiveSt
     an ordinary evaluation submitted after them finishes while they still wait; when a worker of their
     class beats again they are routed to it and finish too."""
     client: redis.Redis = stack.redis()
-    store = JobStore(client)
+    registry = WorkerRegistry(client)
     try:
         gone = worker("gpu.cpu-a", "gone-class", age_s=20)  # beat 20 s ago: within route_wait_s, not live
-        store.heartbeat(gone, ttl_s=1)
+        registry.heartbeat(gone, ttl_s=1)
         wait_for(
             lambda: not client.exists("evalsvc:worker:gpu.cpu-a:test-gpu.cpu-a"), 30, "the key to expire"
         )
@@ -185,7 +187,7 @@ def test_jobs_waiting_for_a_device_class_do_not_hold_compile_slots(stack: LiveSt
         assert "no live GPU worker serves 'gone-class'" in stack.log("compile", limit=10**7)
 
         def beat_and_check() -> bool:  # a worker of the class is back: the CPU worker's queue, as the class
-            store.heartbeat(worker("gpu.cpu-a", "gone-class"))
+            registry.heartbeat(worker("gpu.cpu-a", "gone-class"))
             return all(client.hget(f"evalsvc:job:{j}", "state") == b"done" for j in parked)
 
         wait_for(beat_and_check, 300, "the parked jobs to be routed and finish", interval=2.0)

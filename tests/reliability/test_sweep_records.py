@@ -18,8 +18,9 @@ from evalsvc.api.orphans import sweep_forever
 from evalsvc.core.results import FailureKind, Status
 from evalsvc.core.solutions import Solution
 from evalsvc.queues import COMPILE_QUEUE
-from evalsvc.service.records import BrokenJob, Job, JobKind, State
-from evalsvc.service.state import PROGRESS, UNQUEUED, JobStore
+from evalsvc.records.documents import BrokenJob, Job, JobKind, State
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import PROGRESS, UNQUEUED
 from evalsvc.settings import Settings
 from tests.api.conftest import redis_server, redis_url  # noqa: F401 - fixtures
 

@@ -15,8 +15,8 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.core.solutions import Solution
 from evalsvc.core.tasks import TaskSpec
+from evalsvc.records.documents import EvaluationRequest, State
 from evalsvc.sdk import AsyncClient
-from evalsvc.service.records import EvaluationRequest, State
 from tests.live_stack import LiveStack
 
 pytestmark = pytest.mark.docker

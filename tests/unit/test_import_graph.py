@@ -1,8 +1,8 @@
 """The package layout's rules, read from the source (grimp builds the graph from every import statement,
 those inside functions and TYPE_CHECKING blocks included): no module reaches back to itself through its
 imports, `evalsvc` never imports `workers` (workers depend on evalsvc, never the other way), what the
-isolated processes run (`evalsvc.sandboxed`) reaches none of the judge's own modules, the service or its
-stores, directly or through others, and every import between packages is an arrow of the diagram in
+isolated processes run (`evalsvc.sandboxed`) reaches none of the judge's own modules, the system of record or
+the stores, directly or through others, and every import between packages is an arrow of the diagram in
 docs/design.md ("Layout: which package may import which")."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ TRUSTED_ONLY = (
     "evalsvc.engine.reference",
     "evalsvc.engine.launcher",
     "evalsvc.engine.evaluate",
-    "evalsvc.service",
+    "evalsvc.records",
+    "evalsvc.redis_clients",
     "evalsvc.store",
     "evalsvc.api",
     "evalsvc.settings",
@@ -110,5 +111,6 @@ def test_the_diagram_keeps_the_layer_rules(allowed: dict[str, set[str]]) -> None
     """What the diagram itself may not allow, whatever it is changed to."""
     assert allowed.get("core", set()) == set(), "core imports no other evalsvc package"
     assert allowed.get("screening", set()) <= {"core"}, "screening imports only core"
-    assert not allowed.get("sandboxed", set()) & {"api", "service", "store", "settings", "workers"}
+    trusted = {"api", "records", "redis_clients", "store", "settings", "workers"}
+    assert not allowed.get("sandboxed", set()) & trusted
     assert [p for p, to in allowed.items() if "workers" in to] == [], "evalsvc never imports workers"

@@ -13,11 +13,11 @@ import pytest
 from tenacity import RetryCallState
 
 from evalsvc.core.results import FailureKind, Status
+from evalsvc.records.documents import BatchItem, State
 from evalsvc.rl.judge import RewardConfig, Scored, _failed_call, _from_item
 from evalsvc.rl.openrlhf import scored_answer
 from evalsvc.rl.verl import as_verl
 from evalsvc.sdk import ApiError, Client, RetryPolicy
-from evalsvc.service.records import BatchItem, State
 
 
 def item(state: State = State.DONE, **kw: object) -> BatchItem:

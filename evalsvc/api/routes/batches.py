@@ -8,15 +8,19 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from evalsvc.api.cancel import cancel_job
 from evalsvc.api.deps import (
+    BatchesDep,
     CancellerDep,
     EnqueuerDep,
+    IdempotencyDep,
     IdempotencyKey,
     JobIdPath,
+    JobsDep,
     MetricsDep,
     PrincipalDep,
     SettingsDep,
-    StoreDep,
+    TasksDep,
     WaitQuery,
+    WorkersDep,
     current_principal,
 )
 from evalsvc.api.limits import admit
@@ -38,8 +42,9 @@ from evalsvc.api.submit import (
     store_jobs,
 )
 from evalsvc.api.views import batch_view
-from evalsvc.service.cancellation import Outcome, ended_outcome
-from evalsvc.service.records import (
+from evalsvc.records.batches import BatchStore
+from evalsvc.records.cancellation import Outcome, ended_outcome
+from evalsvc.records.documents import (
     BatchCancellation,
     BatchRequest,
     BatchView,
@@ -48,7 +53,9 @@ from evalsvc.service.records import (
     Job,
     State,
 )
-from evalsvc.service.state import JobStore
+from evalsvc.records.idempotency import IdempotencyKeys
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.tasks import TaskStore
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends(current_principal)])
 
@@ -63,7 +70,11 @@ router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends
 def submit_batch(
     body: BatchRequest,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    tasks: TasksDep,
+    batches: BatchesDep,
+    workers: WorkersDep,
+    idempotency: IdempotencyDep,
     enqueuer: EnqueuerDep,
     settings: SettingsDep,
     metrics: MetricsDep,
@@ -77,28 +88,28 @@ def submit_batch(
     tenant = principal.tenant
     key = scoped_key(tenant, "batch", idempotency_key)
     fps = [request_fingerprint(tenant, r) for r in body.evaluations]
-    earlier = _replayed(store, key, fps, tenant)
+    earlier = _replayed(idempotency, batches, jobs, key, fps, tenant)
     if earlier is not None:
         return earlier
     refuse_task_code(principal, settings.task_authors, body.evaluations)
-    refuse_unserved_classes(store, settings, body.evaluations, batch=True)
-    missing = admit(store, settings, tenant, n, referenced_tasks(body.evaluations), principal.owner)
-    task_ids = _resolve_all(store, body.evaluations, missing, principal.owner)
+    refuse_unserved_classes(workers, settings, body.evaluations, batch=True)
+    missing = admit(jobs, settings, tenant, n, referenced_tasks(body.evaluations), principal.owner)
+    task_ids = _resolve_all(tasks, body.evaluations, missing, principal.owner)
     items = [
         # a retried batch finds the jobs it already made by the item keys
         (evaluation_job(tenant, req, task_id), fp, f"{key}#{i}" if key else None)
         for i, (req, task_id, fp) in enumerate(zip(body.evaluations, task_ids, fps, strict=True))
     ]
-    stored = store_jobs(store, items)
-    jobs: list[Job | BrokenJob] = [job for job, _ in stored]
+    stored = store_jobs(jobs, items)
+    members: list[Job | BrokenJob] = [job for job, _ in stored]
     for _, existed in stored:
         metrics.submitted("batch_item", existed, tenant)
-    enqueue_new(store, enqueuer, [job for job, existed in stored if not existed])
-    batch_id, existed = store.create_batch([j.id for j in jobs], idempotency_key=key)
+    enqueue_new(jobs, enqueuer, [job for job, existed in stored if not existed])
+    batch_id, existed = batches.create_batch([j.id for j in members], idempotency_key=key)
     if existed:  # a concurrent request with the same key won the race; answer with its batch
-        jobs = owned_batch(store, batch_id, tenant)
+        members = owned_batch(batches, jobs, batch_id, tenant)
     response.headers["Location"] = f"/v1/batches/{batch_id}"
-    return batch_view(batch_id, jobs)
+    return batch_view(batch_id, members)
 
 
 @router.get(
@@ -110,7 +121,8 @@ def submit_batch(
 async def get_batch(
     batch_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    batches: BatchesDep,
     settings: SettingsDep,
     request: Request,
     wait: WaitQuery = 0,
@@ -118,10 +130,10 @@ async def get_batch(
     """States and rewards in submission order; `?wait=N` returns when all are done or N s passed."""
 
     def fetch() -> list[Job | BrokenJob]:
-        return owned_batch(store, batch_id, principal.tenant)
+        return owned_batch(batches, jobs, batch_id, principal.tenant)
 
-    jobs = await poll_until(fetch, _all_done, min(wait, settings.max_wait_s), request)
-    return batch_view(batch_id, jobs)
+    members = await poll_until(fetch, _all_done, min(wait, settings.max_wait_s), request)
+    return batch_view(batch_id, members)
 
 
 @router.delete(
@@ -133,29 +145,30 @@ async def get_batch(
 def cancel_batch(
     batch_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    batches: BatchesDep,
     canceller: CancellerDep,
     metrics: MetricsDep,
 ) -> BatchCancellation:
     """Cancel every unfinished item (each as `DELETE /v1/evaluations/{id}` would); finished items keep their
     results. Always 200 with counts; again on a cancelled batch: nothing more is cancelled."""
-    jobs = owned_batch(store, batch_id, principal.tenant)
+    members = owned_batch(batches, jobs, batch_id, principal.tenant)
     outcomes: dict[str, Outcome] = {}
-    for job in jobs:
+    for job in members:
         if job.id in outcomes:  # items that share one job (duplicates) are one cancellation
             continue
         if job.state is State.DONE:
             outcomes[job.id] = ended_outcome(job)
         else:
             outcomes[job.id] = cancel_job(canceller, metrics, job, "DELETE /v1/batches").outcome
-    counts = Counter(outcomes[j.id] for j in jobs)
+    counts = Counter(outcomes[j.id] for j in members)
     return BatchCancellation(
         id=batch_id,
-        total=len(jobs),
+        total=len(members),
         cancelled=counts[Outcome.CANCELLED],
         already_cancelled=counts[Outcome.ALREADY_CANCELLED],
         finished=counts[Outcome.FINISHED] + counts[Outcome.GONE],
-        batch=batch_view(batch_id, owned_batch(store, batch_id, principal.tenant)),
+        batch=batch_view(batch_id, owned_batch(batches, jobs, batch_id, principal.tenant)),
     )
 
 
@@ -164,7 +177,7 @@ def _all_done(jobs: list[Job | BrokenJob]) -> bool:
 
 
 def _resolve_all(
-    store: JobStore, requests: list[EvaluationRequest], missing: set[str], owner: str | None
+    tasks: TaskStore, requests: list[EvaluationRequest], missing: set[str], owner: str | None
 ) -> list[str]:
     """Task ids for every item (each distinct task checked once); the first bad item is named."""
     seen: dict[str, str] = {}
@@ -172,21 +185,28 @@ def _resolve_all(
     for i, req in enumerate(requests):
         ref = req.task.id if req.task is not None else f"id:{req.task_id}"
         if ref not in seen:
-            seen[ref] = resolve_task(store, req, missing, owner, where=f"evaluations[{i}].task_id")
+            seen[ref] = resolve_task(tasks, req, missing, owner, where=f"evaluations[{i}].task_id")
         out.append(seen[ref])
     return out
 
 
-def _replayed(store: JobStore, key: str | None, fps: list[str], tenant: str) -> BatchView | None:
+def _replayed(
+    idempotency: IdempotencyKeys,
+    batches: BatchStore,
+    jobs: JobStore,
+    key: str | None,
+    fps: list[str],
+    tenant: str,
+) -> BatchView | None:
     """The batch an earlier POST with this Idempotency-Key created, checked to be the same request."""
-    batch_id = store.idempotent_lookup(key) if key else None
+    batch_id = idempotency.lookup(key) if key else None
     if batch_id is None:
         return None
-    jobs = owned_batch(store, batch_id, tenant)
+    members = owned_batch(batches, jobs, batch_id, tenant)
     # an item whose record cannot be read any more (failed, see lookup) cannot be compared: it is not held
     # against the request
-    if len(jobs) != len(fps) or any(
-        isinstance(j, Job) and job_fingerprint(j) != fp for j, fp in zip(jobs, fps, strict=True)
+    if len(members) != len(fps) or any(
+        isinstance(j, Job) and job_fingerprint(j) != fp for j, fp in zip(members, fps, strict=True)
     ):
         raise key_reused()
-    return batch_view(batch_id, jobs)
+    return batch_view(batch_id, members)

@@ -9,12 +9,13 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from evalsvc.api.deps import (
     EnqueuerDep,
+    IdempotencyDep,
     IdempotencyKey,
     JobIdPath,
+    JobsDep,
     MetricsDep,
     PrincipalDep,
     SettingsDep,
-    StoreDep,
     current_principal,
     wait_query,
 )
@@ -27,8 +28,9 @@ from evalsvc.api.problems import problem_responses
 from evalsvc.api.submit import compile_fingerprint, new_job, replayed, scoped_key, submit
 from evalsvc.api.views import compile_view
 from evalsvc.queues import Enqueuer
-from evalsvc.service.records import BrokenJob, CompileRequest, CompileView, Job, JobKind, State
-from evalsvc.service.state import JobStore
+from evalsvc.records.documents import BrokenJob, CompileRequest, CompileView, Job, JobKind, State
+from evalsvc.records.idempotency import IdempotencyKeys
+from evalsvc.records.jobs import JobStore
 from evalsvc.settings import Settings
 
 router = APIRouter(prefix="/v1/compile", tags=["compile"], dependencies=[Depends(current_principal)])
@@ -53,7 +55,8 @@ DEFAULT_WAIT_S = 120.0
 async def compile_solution(
     body: CompileRequest,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    idempotency: IdempotencyDep,
     enqueuer: EnqueuerDep,
     settings: SettingsDep,
     metrics: MetricsDep,
@@ -66,10 +69,10 @@ async def compile_solution(
     tenant = principal.tenant
 
     def create() -> Job:
-        return _create(store, enqueuer, settings, metrics, tenant, body, idempotency_key)
+        return _create(idempotency, jobs, enqueuer, settings, metrics, tenant, body, idempotency_key)
 
     def fetch() -> Job | BrokenJob:
-        return owned_job(store, created.id, JobKind.COMPILE, tenant)
+        return owned_job(jobs, created.id, JobKind.COMPILE, tenant)
 
     created = await to_thread.run_sync(create)
     job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
@@ -87,7 +90,7 @@ async def compile_solution(
 async def get_compile(
     compile_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
     settings: SettingsDep,
     request: Request,
     wait: Annotated[float, wait_query(0)] = 0,
@@ -95,7 +98,7 @@ async def get_compile(
     """The compile job and its report once done; `?wait=N` long-polls."""
 
     def fetch() -> Job | BrokenJob:
-        return owned_job(store, compile_id, JobKind.COMPILE, principal.tenant)
+        return owned_job(jobs, compile_id, JobKind.COMPILE, principal.tenant)
 
     return compile_view(await poll_until(fetch, _done, min(wait, settings.max_wait_s), request))
 
@@ -105,7 +108,8 @@ def _done(job: Job | BrokenJob) -> bool:
 
 
 def _create(
-    store: JobStore,
+    idempotency: IdempotencyKeys,
+    jobs: JobStore,
     enqueuer: Enqueuer,
     settings: Settings,
     metrics: Metrics,
@@ -115,10 +119,10 @@ def _create(
 ) -> Job:
     key = scoped_key(tenant, "compile", idempotency_key)
     fp = compile_fingerprint(tenant, body.solution)
-    job = replayed(store, key, fp)
+    job = replayed(idempotency, jobs, key, fp)
     if job is not None:
         return job
-    admit(store, settings, tenant, 1)
-    job, existed = submit(store, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
+    admit(jobs, settings, tenant, 1)
+    job, existed = submit(jobs, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
     metrics.submitted("compile", existed, tenant)
     return job

@@ -8,13 +8,13 @@ import time
 from fastapi import APIRouter, Depends
 from fastapi.responses import PlainTextResponse
 
-from evalsvc.api.deps import FormatQuery, StoreDep, current_principal
+from evalsvc.api.deps import FormatQuery, WorkersDep, current_principal
 from evalsvc.api.problems import ProblemError, ValidationItem, problem_responses
 from evalsvc.api.routes.health import live_workers
 from evalsvc.api.views import DeviceView
+from evalsvc.records.documents import EvaluationRequest
+from evalsvc.records.workers import HEARTBEAT_TTL_S, WorkerRegistry
 from evalsvc.render import render_devices
-from evalsvc.service.records import EvaluationRequest
-from evalsvc.service.state import HEARTBEAT_TTL_S, JobStore
 from evalsvc.settings import Settings
 
 ANY_CLASS = "default"  # served by every GPU worker
@@ -31,10 +31,10 @@ router = APIRouter(prefix="/v1/devices", tags=["devices"], dependencies=[Depends
         **problem_responses(401, 422, 429, 503),
     },
 )
-def list_devices(store: StoreDep, fmt: FormatQuery = "json") -> list[DeviceView] | PlainTextResponse:
+def list_devices(workers: WorkersDep, fmt: FormatQuery = "json") -> list[DeviceView] | PlainTextResponse:
     """Live GPU workers with their device class's facts: compute capability, SM count, memory, the
     measured copy bandwidth and matmul rates, and the compile target (e.g. sm_90a)."""
-    gpus = [w for w in live_workers(store) if w.kind == "gpu"]
+    gpus = [w for w in live_workers(workers) if w.kind == "gpu"]
     views = [
         DeviceView(
             queue=w.queue,
@@ -53,7 +53,7 @@ def list_devices(store: StoreDep, fmt: FormatQuery = "json") -> list[DeviceView]
 
 
 def refuse_unserved_classes(
-    store: JobStore, settings: Settings, requests: list[EvaluationRequest], batch: bool = False
+    workers: WorkerRegistry, settings: Settings, requests: list[EvaluationRequest], batch: bool = False
 ) -> None:
     """422 `unknown_device_class` (with the live `device_classes`) when an evaluation asks for a device class
     that no GPU worker serves: such a job could only wait at routing and fail `route_wait_s` later.
@@ -62,11 +62,11 @@ def refuse_unserved_classes(
     its heartbeat lost with a Redis restart: routing waits for it, holding no compile slot), `default`
     (any class), and any class while no GPU worker at all is live (the fleet starting, or all of it
     restarting: a submission right after `evalsvc up` must not be refused, and its compile can go on
-    meanwhile). One Redis read, of the classes' last heartbeats (`JobStore.heartbeat` keeps them)."""
+    meanwhile). One Redis read, of the classes' last heartbeats (`WorkerRegistry.heartbeat` keeps them)."""
     wanted = [(i, r.device_class) for i, r in enumerate(requests) if r.device_class != ANY_CLASS]
     if not wanted:
         return
-    seen = store.device_classes(max(settings.route_wait_s, HEARTBEAT_TTL_S))
+    seen = workers.device_classes(max(settings.route_wait_s, HEARTBEAT_TTL_S))
     now = time.time()
     live = sorted(c for c, beat in seen.items() if now - beat < HEARTBEAT_TTL_S)
     unserved = [(i, c) for i, c in wanted if c not in seen]

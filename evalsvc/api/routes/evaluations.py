@@ -10,13 +10,16 @@ from evalsvc.api.deps import (
     CancellerDep,
     EnqueuerDep,
     FormatQuery,
+    IdempotencyDep,
     IdempotencyKey,
     JobIdPath,
+    JobsDep,
     MetricsDep,
     PrincipalDep,
     SettingsDep,
-    StoreDep,
+    TasksDep,
     WaitQuery,
+    WorkersDep,
     current_principal,
 )
 from evalsvc.api.limits import admit
@@ -35,9 +38,9 @@ from evalsvc.api.submit import (
     scoped_key,
     submit,
 )
+from evalsvc.records.cancellation import Outcome
+from evalsvc.records.documents import BrokenJob, EvaluationRequest, EvaluationView, Job, JobKind, State
 from evalsvc.render import render_result
-from evalsvc.service.cancellation import Outcome
-from evalsvc.service.records import BrokenJob, EvaluationRequest, EvaluationView, Job, JobKind, State
 
 router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=[Depends(current_principal)])
 
@@ -55,7 +58,10 @@ router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"], dependencies=
 def submit_evaluation(
     body: EvaluationRequest,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    tasks: TasksDep,
+    workers: WorkersDep,
+    idempotency: IdempotencyDep,
     enqueuer: EnqueuerDep,
     settings: SettingsDep,
     metrics: MetricsDep,
@@ -66,14 +72,14 @@ def submit_evaluation(
     tenant = principal.tenant
     key = scoped_key(tenant, "evaluation", idempotency_key)
     fp = request_fingerprint(tenant, body)
-    job = replayed(store, key, fp)
+    job = replayed(idempotency, jobs, key, fp)
     existed = False  # a replay answers as the original did: about the same job
     if job is None:
         refuse_task_code(principal, settings.task_authors, [body])
-        refuse_unserved_classes(store, settings, [body])
-        missing = admit(store, settings, tenant, 1, referenced_tasks([body]), principal.owner)
-        task_id = resolve_task(store, body, missing, principal.owner)
-        job, existed = submit(store, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
+        refuse_unserved_classes(workers, settings, [body])
+        missing = admit(jobs, settings, tenant, 1, referenced_tasks([body]), principal.owner)
+        task_id = resolve_task(tasks, body, missing, principal.owner)
+        job, existed = submit(jobs, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
         metrics.submitted("evaluation", existed, tenant)
     response.headers["Location"] = f"/v1/evaluations/{job.id}"
     return EvaluationView.of(job, deduplicated=existed)
@@ -91,7 +97,7 @@ def submit_evaluation(
 async def get_evaluation(
     evaluation_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
     settings: SettingsDep,
     request: Request,
     wait: WaitQuery = 0,
@@ -101,7 +107,7 @@ async def get_evaluation(
     `format=text` gives the compact report (under 2,000 tokens with a profile)."""
 
     def fetch() -> Job | BrokenJob:
-        return owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
+        return owned_job(jobs, evaluation_id, JobKind.EVALUATE, principal.tenant)
 
     job = await poll_until(fetch, _done, min(wait, settings.max_wait_s), request)
     if fmt == "text":
@@ -123,7 +129,7 @@ def _done(job: Job | BrokenJob) -> bool:
 def cancel_evaluation(
     evaluation_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
     canceller: CancellerDep,
     metrics: MetricsDep,
 ) -> EvaluationView:
@@ -131,7 +137,7 @@ def cancel_evaluation(
     compiling or running finishes on its worker and that result is dropped. Idempotent: cancelling it again
     answers 200 with the same document. A finished evaluation answers 409 `already_finished`. An evaluation
     deduplicated into several submissions of the tenant is one job: cancelled for all of them."""
-    job = owned_job(store, evaluation_id, JobKind.EVALUATE, principal.tenant)
+    job = owned_job(jobs, evaluation_id, JobKind.EVALUATE, principal.tenant)
     got = cancel_job(canceller, metrics, job, "DELETE /v1/evaluations")
     if got.outcome is Outcome.GONE:
         raise not_found("evaluate job", evaluation_id)

@@ -1,6 +1,6 @@
 """GET /v1/batches/{id}/events: a batch's results pushed as they finish (server-sent events).
 
-No polling per client: every write that ends a job publishes its id (`service.state.finished_channel`), and
+No polling per client: every write that ends a job publishes its id (`records.keys.finished_channel`), and
 a stream subscribes to the channels of its batch's unfinished items *before* reading them, so a result
 written between the read and the subscription is not missed. Pub/sub is at most once (a message sent
 while the gateway's connection is being re-made is lost), so each idle `event_heartbeat_s` the stream also
@@ -28,12 +28,21 @@ from anyio import to_thread
 from fastapi import APIRouter, Depends, Header
 from fastapi.responses import StreamingResponse
 
-from evalsvc.api.deps import AsyncRedisDep, JobIdPath, PrincipalDep, SettingsDep, StoreDep, current_principal
+from evalsvc.api.deps import (
+    AsyncRedisDep,
+    BatchesDep,
+    JobIdPath,
+    JobsDep,
+    PrincipalDep,
+    SettingsDep,
+    current_principal,
+)
 from evalsvc.api.lookup import owned_batch
 from evalsvc.api.problems import ProblemError, problem_responses
 from evalsvc.api.views import batch_item
-from evalsvc.service.records import BatchEvent, BatchSummary, BrokenJob, Job, State
-from evalsvc.service.state import JobStore, finished_channel
+from evalsvc.records.documents import BatchEvent, BatchSummary, BrokenJob, Job, State
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import finished_channel
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"], dependencies=[Depends(current_principal)])
 
@@ -67,15 +76,16 @@ _STREAM_DOC = (
 async def batch_events(
     batch_id: JobIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    jobs: JobsDep,
+    batches: BatchesDep,
     aredis: AsyncRedisDep,
     settings: SettingsDep,
     last_event_id: LastEventId = None,
 ) -> StreamingResponse:
     """The batch's results as they finish, then `done` (server-sent events); resumable by `Last-Event-ID`."""
-    jobs = await to_thread.run_sync(owned_batch, store, batch_id, principal.tenant)
-    sent = decode_cursor(last_event_id, len(jobs)) if last_event_id else set()
-    stream = BatchStream(batch_id, [j.id for j in jobs], sent, store, aredis, settings.event_heartbeat_s)
+    members = await to_thread.run_sync(owned_batch, batches, jobs, batch_id, principal.tenant)
+    sent = decode_cursor(last_event_id, len(members)) if last_event_id else set()
+    stream = BatchStream(batch_id, [j.id for j in members], sent, jobs, aredis, settings.event_heartbeat_s)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}  # nginx: do not buffer the stream
     return StreamingResponse(stream.events(), media_type="text/event-stream", headers=headers)
 
@@ -121,14 +131,14 @@ class BatchStream:
         batch_id: str,
         job_ids: list[str],
         sent: set[int],
-        store: JobStore,
+        jobs: JobStore,
         aredis: redis.asyncio.Redis,
         heartbeat_s: float,
     ) -> None:
         self.batch_id = batch_id
         self.job_ids = job_ids
         self.sent = set(sent)
-        self.store = store
+        self.jobs = jobs
         self.aredis = aredis
         self.heartbeat_s = heartbeat_s
         self.gone = False  # an item's record expired under the stream: it ends without `done` (GET: 404)
@@ -178,7 +188,7 @@ class BatchStream:
         """Emit the items of every job of `ids` that is done."""
         if not ids:
             return
-        jobs = await to_thread.run_sync(self.store.get_jobs, ids)
+        jobs = await to_thread.run_sync(self.jobs.get_jobs, ids)
         for job in jobs:
             if job is None:
                 self.gone = True
@@ -198,7 +208,7 @@ class BatchStream:
         return out
 
     async def _done(self) -> str:
-        jobs = await to_thread.run_sync(self.store.get_jobs, self.job_ids)
+        jobs = await to_thread.run_sync(self.jobs.get_jobs, self.job_ids)
         statuses = Counter(
             j.result.status.value if j is not None and j.result is not None else "unknown" for j in jobs
         )

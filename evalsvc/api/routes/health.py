@@ -9,20 +9,20 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from evalsvc.api.deps import MetricsDep, StoreDep
+from evalsvc.api.deps import MetricsDep, WorkersDep
 from evalsvc.api.problems import problem_response
 from evalsvc.api.views import ReadyView
-from evalsvc.service.records import WorkerInfo
-from evalsvc.service.state import JobStore
+from evalsvc.records.documents import WorkerInfo
+from evalsvc.records.workers import WorkerRegistry
 
 router = APIRouter(tags=["health"])
 
 HEARTBEAT_STALE_S = 30.0  # the same horizon the compile worker uses when it picks a GPU queue
 
 
-def live_workers(store: JobStore) -> list[WorkerInfo]:
+def live_workers(workers: WorkerRegistry) -> list[WorkerInfo]:
     now = time.time()
-    return [w for w in store.workers() if now - w.heartbeat_at < HEARTBEAT_STALE_S]
+    return [w for w in workers.workers() if now - w.heartbeat_at < HEARTBEAT_STALE_S]
 
 
 @router.get("/livez", name="livez", responses={200: {"description": "The process is up."}})
@@ -36,19 +36,19 @@ def livez() -> dict[str, str]:
     response_model=ReadyView,
     responses={503: {"model": ReadyView, "description": "Not ready (problem document; `missing` says why)."}},
 )
-def readyz(request: Request, store: StoreDep) -> ReadyView | JSONResponse:
+def readyz(request: Request, workers: WorkersDep) -> ReadyView | JSONResponse:
     """Ready when Redis answers and at least one compile and one GPU worker are alive."""
-    view = readiness(store)
+    view = readiness(workers)
     if view.ready:
         return view
     detail = "not ready: " + ", ".join(view.missing)
     return problem_response(503, "not_ready", detail, request.url.path, **view.model_dump())
 
 
-def readiness(store: JobStore) -> ReadyView:
+def readiness(registry: WorkerRegistry) -> ReadyView:
     try:
-        store.r.ping()
-        workers = live_workers(store)
+        registry.r.ping()
+        workers = live_workers(registry)
     except redis.RedisError as e:
         return ReadyView(ready=False, redis=f"unreachable: {type(e).__name__}", workers={}, missing=["redis"])
     able = [w for w in workers if w.problem is None]

@@ -17,18 +17,19 @@ from evalsvc.api.deps import (
     EnqueuerDep,
     FormatQuery,
     PrincipalDep,
+    ProfilesDep,
     SettingsDep,
-    StoreDep,
     TaskIdPath,
+    TasksDep,
     WaitQuery,
+    WorkersDep,
     current_principal,
 )
 from evalsvc.api.lookup import not_found
 from evalsvc.api.polling import poll_until
 from evalsvc.api.problems import ProblemError, problem_responses
+from evalsvc.records.documents import ProfileRecord, State
 from evalsvc.render import render_reference_profile
-from evalsvc.service.records import ProfileRecord, State
-from evalsvc.service.routing import gpu_queue_for
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], dependencies=[Depends(current_principal)])
 
@@ -58,21 +59,22 @@ LINK = {
 def profile_task(
     task_id: TaskIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    tasks: TasksDep,
+    profiles: ProfilesDep,
+    workers: WorkersDep,
     enqueuer: EnqueuerDep,
     response: Response,
     device_class: DeviceClassQuery = "default",
 ) -> ProfileRecord:
     """Queue the reference's profile on a live GPU worker of `device_class`: 202 when queued now, 200 when
     it exists (or is on its way) already. On a CPU-device worker it ranks operators by CPU time."""
-    if store.unknown_tasks([task_id], principal.owner):
+    if tasks.unknown_tasks([task_id], principal.owner):
         raise not_found("task", task_id)
-    existing = store.get_profile(task_id, device_class)
+    existing = profiles.get_profile(task_id, device_class)
     if existing is not None and existing.error is None:
         response.status_code = 200
         return existing
-    depth = {w.queue: store.queue_depth(w.queue) for w in store.workers() if w.kind == "gpu"}
-    queue = gpu_queue_for(store.workers(), device_class, depth)
+    queue = workers.gpu_queue(device_class)
     if queue is None:
         raise ProblemError(503, "no_worker", f"no live GPU worker serves device class {device_class!r}")
     now = time.time()
@@ -84,14 +86,14 @@ def profile_task(
         created_at=now,
         updated_at=now,
     )
-    record, existed = store.claim_profile(record)
+    record, existed = profiles.claim_profile(record)
     if existed:
         response.status_code = 200
         return record
     try:
         enqueuer.enqueue_profile(task_id, device_class, queue)
     except Exception:  # not queued: forget it, so the next POST tries again
-        store.drop_profile(task_id, device_class)
+        profiles.drop_profile(task_id, device_class)
         raise
     return record
 
@@ -105,7 +107,8 @@ def profile_task(
 async def get_task_profile(
     task_id: TaskIdPath,
     principal: PrincipalDep,
-    store: StoreDep,
+    tasks: TasksDep,
+    profiles: ProfilesDep,
     settings: SettingsDep,
     request: Request,
     device_class: DeviceClassQuery = "default",
@@ -118,10 +121,10 @@ async def get_task_profile(
 
     def fetch() -> ProfileRecord:
         if not visible:
-            if store.unknown_tasks([task_id], principal.owner):  # as unknown as a profile never made
+            if tasks.unknown_tasks([task_id], principal.owner):  # as unknown as a profile never made
                 raise not_found("profile of task", task_id)
             visible.append(True)
-        record = store.get_profile(task_id, device_class)
+        record = profiles.get_profile(task_id, device_class)
         if record is None:
             raise not_found("profile of task", task_id)
         return record

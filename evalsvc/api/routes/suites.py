@@ -9,29 +9,24 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
-from evalsvc.api.deps import PrincipalDep, StoreDep, current_principal
+from evalsvc.api.deps import CatalogDep, PrincipalDep, TasksDep, current_principal
 from evalsvc.api.lookup import not_found
 from evalsvc.api.problems import ProblemError, problem_responses
 from evalsvc.core.pools import SUITE_NAME, CreateSuite, Split, SuiteSummary, SuiteTasks, VetStatus
-from evalsvc.service.catalog import PoolStore, summary
+from evalsvc.records.catalog import summary
 
 router = APIRouter(prefix="/v1/suites", tags=["suites"], dependencies=[Depends(current_principal)])
 
 
-def _pools(request: Request) -> PoolStore:
-    return PoolStore(request.app.state.store.r)
-
-
-PoolsDep = Annotated[PoolStore, Depends(_pools)]
 SuiteName = Annotated[str, Path(pattern=SUITE_NAME, description="suite name")]
 
 
 @router.get(
     "", name="list_suites", response_model=list[SuiteSummary], responses=problem_responses(401, 429, 503)
 )
-def list_suites(principal: PrincipalDep, pools: PoolsDep) -> list[SuiteSummary]:
+def list_suites(principal: PrincipalDep, pools: CatalogDep) -> list[SuiteSummary]:
     """The caller's suites and the shared ones (but those its own of the same name hide), each at its
     latest version."""
     return pools.suites(principal.owner)
@@ -48,12 +43,12 @@ def list_suites(principal: PrincipalDep, pools: PoolsDep) -> list[SuiteSummary]:
     },
 )
 def create_suite(
-    body: CreateSuite, principal: PrincipalDep, store: StoreDep, pools: PoolsDep, response: Response
+    body: CreateSuite, principal: PrincipalDep, tasks: TasksDep, pools: CatalogDep, response: Response
 ) -> SuiteSummary:
     """Make one of the caller's suites from tasks it sees (its own or shared): 201 with a new version when
     the set (or split) changed, 200 when the latest version is the same. A shared suite of the name is
     left as it is: the caller gets its own, which it sees from then on instead."""
-    unknown = store.unknown_tasks(list(dict.fromkeys(body.task_ids)), principal.owner)
+    unknown = tasks.unknown_tasks(list(dict.fromkeys(body.task_ids)), principal.owner)
     if unknown:
         raise ProblemError(
             422,
@@ -81,7 +76,7 @@ def create_suite(
 def suite_tasks(
     name: SuiteName,
     principal: PrincipalDep,
-    pools: PoolsDep,
+    pools: CatalogDep,
     sample: Annotated[int | None, Query(ge=1, le=100_000, description="draw this many tasks")] = None,
     seed: Annotated[int, Query(ge=0, le=2**63 - 1, description="same seed, same draw")] = 0,
     version: Annotated[int | None, Query(ge=1, description="default: the latest")] = None,

@@ -29,8 +29,7 @@ from evalsvc.core.pools import (
     sample_ids,
     select,
 )
-
-P = "evalsvc:"
+from evalsvc.records.keys import P
 
 
 def _suite_index(owner: str | None) -> str:

@@ -16,8 +16,9 @@ from enum import StrEnum
 
 from evalsvc.core.outcomes import cancelled
 from evalsvc.core.results import Status
-from evalsvc.service.records import BrokenJob, Job, State
-from evalsvc.service.state import PROGRESS, UNQUEUED, JobStore, P, finished_channel, job_key
+from evalsvc.records.documents import BrokenJob, Job, State
+from evalsvc.records.jobs import JobStore
+from evalsvc.records.keys import PROGRESS, UNQUEUED, finished_channel, inflight_key, job_key
 
 # KEYS: the job, the tenant's in-flight counter, the unqueued and progress indexes. ARGV: the cancelled
 # document, retention s, job id, its finished channel, SHA-1 of the document it was made from. Written
@@ -77,7 +78,7 @@ class Canceller:
             was = job.state
             job.state, job.updated_at = State.DONE, time.time()
             job.result = cancelled(message)
-            keys = [job_key(job_id), P + "inflight:" + job.tenant, UNQUEUED, PROGRESS]
+            keys = [job_key(job_id), inflight_key(job.tenant), UNQUEUED, PROGRESS]
             sha = hashlib.sha1(raw if isinstance(raw, bytes) else raw.encode()).hexdigest()
             doc = job.model_dump_json()
             args: list[str | int] = [doc, self.store.retention_s, job_id, finished_channel(job_id), sha]
