@@ -139,6 +139,8 @@ def _timer_parts() -> dict[str, Any]:
             "torch.randint": torch.randint,
             "torch.arange": torch.arange,
             "torch.Generator": torch.Generator,
+            "torch.Generator.manual_seed": torch.Generator.manual_seed,
+            "torch._C._cuda_synchronize": getattr(torch._C, "_cuda_synchronize", None),
             "time.perf_counter": time.perf_counter,
             "torch.cuda.synchronize": torch.cuda.synchronize,
             "torch.cuda.Event": torch.cuda.Event,
