@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from evalsvc.core.profiles import CandidateProfile, KernelTrace
+from evalsvc.engine.messages import ProfileRequest
 from evalsvc.engine.ncu import NcuProbe
 from evalsvc.engine.reference import Reference
 from evalsvc.engine.runner_session import RunnerSession, Stop
@@ -19,7 +20,7 @@ def trace(session: RunnerSession, inputs: list[Any]) -> CandidateProfile:
     is a note: the verdict is already decided."""
     profile = CandidateProfile()
     try:
-        msg = {"op": "profile", "inputs": inputs, "runs": 3}
+        msg: ProfileRequest = {"op": "profile", "inputs": inputs, "runs": 3}
         reply = session.ask(msg, session.limits.call_timeout_s * 3)
         profile.trace = KernelTrace.model_validate(reply["trace"])
     except (Stop, ValueError, KeyError, TypeError) as e:

@@ -32,6 +32,7 @@ from evalsvc.engine.judged_timing import (
     time_candidate,
 )
 from evalsvc.engine.launcher import RunnerHandle
+from evalsvc.engine.messages import TimeGraphRequest
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.runner_session import RunnerSession, Stop, seeded_message
 from evalsvc.engine.timing import TimingPolicy, method_name
@@ -142,7 +143,7 @@ def refuse_disagreeing(timings: Timings, device: torch.device) -> None:
 def time_graph(session: RunnerSession, inputs: list[Any], seed: int, timings: Timings) -> None:
     """A launch-overhead-free timing of a small kernel from CUDA-graph replays, for display. Runs after the
     verdict is settled; a candidate that cannot be captured in a graph simply gets none."""
-    explicit = {"op": "time_graph", "inputs": inputs}
+    explicit: TimeGraphRequest = {"op": "time_graph", "inputs": inputs}
     try:
         reply = session.ask_made(explicit, partial(seeded_message, explicit, seed), nbytes(inputs))
         timings.candidate_graph = TimingStats.model_validate(reply["stats"])

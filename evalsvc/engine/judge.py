@@ -3,6 +3,11 @@
 Neither side's code runs here. The candidate runs in a runner process; the task's code (its Model,
 inputs, baselines) in a process of its own (reference.py). The judge draws the seeds, asks each side for
 data, compares, and decides; the reference's outputs never reach the candidate's process.
+
+`Judge` runs an evaluation's steps in order (`Judge._evaluate`); each step is a module of its own:
+runner_session.py (asking the runner, its replies turned into verdicts), trials.py (correctness),
+candidate_timing.py (calibration, rounds, refusals), evaluation_baselines.py (eager, torch.compile),
+plausibility.py (roofline, review) and candidate_profile.py (profiler trace, Nsight Compute).
 """
 
 from __future__ import annotations
@@ -49,7 +54,6 @@ from evalsvc.engine.timing import TimingPolicy
 from evalsvc.engine.trials import TaskQuality, Trials
 from evalsvc.sandboxed.runner import cpu_device_threads, keep_freed_memory
 
-log = logging.getLogger("evalsvc.judge")
 progress = logging.getLogger("evalsvc.progress")  # stage by stage, for a person waiting (`evalsvc eval`)
 # Candidates faster than this are also timed from CUDA-graph replays, display only (docs/performance.md).
 GRAPH_TIMING_BELOW_MS = 0.025

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from evalsvc.core.results import FailureKind, Status
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.commitment import output_tensors
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLimits, RunnerTimeout
+from evalsvc.engine.messages import InputsRequest, PrepareRequest, Request
 from evalsvc.engine.reference import Reference
 from evalsvc.engine.taskload import input_digest
 from evalsvc.engine.timing import TimingPolicy
@@ -57,7 +58,7 @@ class RunnerSession:
             )
         return None
 
-    def ask(self, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
+    def ask(self, msg: Request, timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
         try:
             reply = self.handle.request(msg, timeout_s, reply_bytes)
         except RunnerTimeout as e:
@@ -78,7 +79,7 @@ class RunnerSession:
             raise Stop(status, error, rule=rule if status is Status.FORBIDDEN else None)
         return reply
 
-    def call_asker(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def call_asker(self) -> Callable[[Request], dict[str, Any]]:
         """`ask` with the per-call timeout, for the timed rounds (judged_timing.RoundRunner)."""
         return partial(self.ask, timeout_s=self.limits.call_timeout_s)
 
@@ -89,8 +90,8 @@ class RunnerSession:
 
     def ask_made(
         self,
-        explicit: dict[str, Any],
-        seeded: Callable[[], dict[str, Any]],
+        explicit: Request,
+        seeded: Callable[[], Request],
         room: int,
         timeout_s: float = 0.0,
     ) -> dict[str, Any]:
@@ -121,14 +122,14 @@ class RunnerSession:
         and must reproduce the judge's inputs for a few seeds) or receives them, and the shapes of the null
         candidate's outputs."""
         outputs = [[list(t.shape), str(t.dtype).removeprefix("torch.")] for t in output_tensors(ref_out)]
-        base = {
+        base: PrepareRequest = {
             "op": "prepare",
             "tf32": ref.spec.meta.tf32,
             "outputs": outputs,
             "flush_bytes": policy.flush_bytes,
         }
 
-        def seeded() -> dict[str, Any]:
+        def seeded() -> PrepareRequest:
             digests = [input_digest(p) for p in probe]
             return {**base, "task": ref.spec.model_dump_json(), "seeds": probe_seeds, "digests": digests}
 
@@ -139,7 +140,7 @@ class RunnerSession:
         self.ask(ref.load_message(ref.spec.meta.tf32), self.limits.load_timeout_s)
 
 
-def seeded_message(explicit: dict[str, Any], seed: int) -> dict[str, Any]:
+def seeded_message(explicit: InputsRequest, seed: int) -> InputsRequest:
     """`explicit` with its input set replaced by the set's seed and the judge's digest of it."""
     msg = {k: v for k, v in explicit.items() if k != "inputs"}
-    return {**msg, "seed": seed, "digest": input_digest(explicit["inputs"])}
+    return cast(InputsRequest, {**msg, "seed": seed, "digest": input_digest(explicit["inputs"])})

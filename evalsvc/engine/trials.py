@@ -10,6 +10,7 @@ from typing import Any
 from evalsvc.core.results import Correctness, Status, TrialCheck
 from evalsvc.core.tasks import Arithmetic, Precision
 from evalsvc.engine.compare import compare
+from evalsvc.engine.messages import RunRequest
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.reference import Reference
 from evalsvc.engine.runner_session import RunnerSession, Stop, seeded_message
@@ -56,7 +57,7 @@ class Trials:
         inputs = ref.inputs(seed)
         size = nbytes(inputs)
         poison = min(MAX_POISON_BYTES, 2 * size)
-        explicit = {"op": "run", "inputs": inputs, "poison_bytes": poison}
+        explicit: RunRequest = {"op": "run", "inputs": inputs, "poison_bytes": poison}
         seeded = cache(partial(seeded_message, explicit, seed))  # built once, only if the runner makes inputs
         if candidate_first:
             reply = self.session.ask_made(explicit, seeded, size)
