@@ -45,6 +45,8 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import EvaluationResult
 from evalsvc.engine import judge as judge_module
 from evalsvc.engine.reference import Reference
+from evalsvc.engine.runner_session import RunnerSession
+from evalsvc.engine.trials import Trials
 from evalsvc.settings import Settings
 from evalsvc.suite import cases
 from evalsvc.wiring import make_local_pipeline
@@ -104,7 +106,8 @@ def required_gpu_ms(r: EvaluationResult) -> float:
 
 
 def phase_timer(judge: Any) -> dict[str, float]:
-    """Wrap the judge's phases on this instance; returns the dict the seconds accumulate in."""
+    """Wrap the judge's phases (on this instance, its helpers, and the classes of its per-evaluation
+    objects: for the whole process); returns the dict the seconds accumulate in."""
     acc: dict[str, float] = defaultdict(float)
     lock = threading.Lock()
 
@@ -142,30 +145,31 @@ def phase_timer(judge: Any) -> dict[str, float]:
                     add("device alone (timing)", time.perf_counter() - t)
 
     judge.gpu.alone = timed_alone
-    for name, label in (
-        ("_runner_ready", "runner ready wait"),
-        ("_load", "candidate load"),
-        ("_trial", "correctness trials"),
-        ("_time_candidate", "candidate timing"),
-        ("_baselines", "baselines"),
-        ("_task_quality", "task checks"),
-        ("_implausible", "plausibility"),
-    ):
-        wrap(judge, name, label)
+    # the judge's steps: methods of its per-evaluation objects (their classes, so every evaluation's are
+    # timed), of its per-judge ones, and the functions judge.py calls
+    wrap(RunnerSession, "ready", "runner ready wait")
+    wrap(RunnerSession, "load", "candidate load")
+    wrap(Trials, "run", "correctness trials")
+    wrap(judge_module, "time_candidate_rounds", "candidate timing")
+    wrap(judge.baseline_runs, "measure", "baselines")
+    wrap(judge.quality, "warnings", "task checks")
+    wrap(judge_module, "implausible", "plausibility")
     # inside those phases: the runner's answer time per message kind, and the judge's own work
-    ask = judge._ask
+    ask = RunnerSession.ask
 
-    def timed_ask(handle: Any, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
+    def timed_ask(
+        session: RunnerSession, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0
+    ) -> dict[str, Any]:
         t = time.perf_counter()
         try:
-            return ask(handle, msg, timeout_s, reply_bytes)
+            return ask(session, msg, timeout_s, reply_bytes)
         finally:
             add(f"(runner answers '{msg['op']}')", time.perf_counter() - t)
 
-    judge._ask = timed_ask
+    RunnerSession.ask = timed_ask  # type: ignore[method-assign]
     for op in ("inputs", "forward"):  # the task's process answers these, for every evaluation alike
         wrap(Reference, op, f"(task process answers '{op}')")
-    wrap(judge, "_check", "(output comparisons)")
+    wrap(Trials, "check", "(output comparisons)")
     return acc
 
 
@@ -173,11 +177,11 @@ def phase_timer(judge: Any) -> dict[str, float]:
 def starts_held(judge: Any) -> Iterator[None]:
     """The judge as it was before runner starts could overlap timing: an evaluation holds its device
     share while its runner starts, and every timing first waits for starting spares."""
-    ready, quiet = judge._runner_ready, judge.quiet
+    ready, quiet = RunnerSession.ready, judge.quiet
 
-    def ready_in_share(handle: Any) -> Any:
+    def ready_in_share(session: RunnerSession) -> Any:
         with judge.gpu.shared():
-            return ready(handle)
+            return ready(session)
 
     @contextmanager
     def quiet_settled() -> Iterator[None]:
@@ -185,11 +189,11 @@ def starts_held(judge: Any) -> Iterator[None]:
             judge.launcher.settle()
             yield
 
-    judge._runner_ready, judge.quiet = ready_in_share, quiet_settled
+    RunnerSession.ready, judge.quiet = ready_in_share, quiet_settled  # type: ignore[method-assign]
     try:
         yield
     finally:
-        judge._runner_ready, judge.quiet = ready, quiet
+        RunnerSession.ready, judge.quiet = ready, quiet  # type: ignore[method-assign]
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ from evalsvc.core.results import JudgedTiming, TimingStats
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, output_tensors
 from evalsvc.engine.compare import compare
 from evalsvc.engine.cpu_attribution import Attribution, FileId, library_share
+from evalsvc.engine.messages import FetchRequest, RoundRequest, Subject
 from evalsvc.engine.timing import RoundPlan, TimingPolicy
 
 log = logging.getLogger("evalsvc.judged_timing")
@@ -113,7 +114,7 @@ class RoundRunner:
 
     def __init__(
         self,
-        ask: Callable[[dict[str, Any]], dict[str, Any]],
+        ask: Callable[[RoundRequest | FetchRequest], dict[str, Any]],
         make_inputs: Callable[[int], list[Any]],
         reference: Callable[[list[Any]], Any],
         check: Callable[[Any, Any], tuple[bool, str | None]],
@@ -131,10 +132,10 @@ class RoundRunner:
         self.checked_calls = 0
         self.calls: dict[str, int] = {}  # per subject, warm-up rounds included (what a sampler saw)
 
-    def run(self, subject: str, calls: int) -> RoundAnswer:
+    def run(self, subject: Subject, calls: int) -> RoundAnswer:
         self.calls[subject] = self.calls.get(subject, 0) + calls
         seeds = [self.rng.getrandbits(62) for _ in range(calls)]
-        msg: dict[str, Any] = {"op": "round", "subject": subject}
+        msg: RoundRequest = {"op": "round", "subject": subject}
         sent: list[list[Any]] = []
         if self.seeded:
             msg["seeds"] = seeds
@@ -190,7 +191,8 @@ class RoundRunner:
                 for index in self.rng.sample(range(count), min(CHUNKS_PER_TENSOR, count)):
                     picks.append((j, t, index))
                     expected.append((committed[t][index], ref, index))
-        reply = self.ask({"op": "fetch", "picks": picks})
+        fetch: FetchRequest = {"op": "fetch", "picks": picks}
+        reply = self.ask(fetch)
         chunks = reply.get("chunks")
         if not isinstance(chunks, list) or len(chunks) != len(picks):
             raise TimingRefused("forbidden", "the runner's answer to a fetch is malformed", "forged_message")

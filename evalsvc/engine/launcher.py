@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,7 @@ class RunnerHandle:
             raise BadMessage("the runner's first message is not its ready signal")
         self.ready = True
 
-    def request(self, msg: dict[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
+    def request(self, msg: Mapping[str, Any], timeout_s: float, reply_bytes: int = 0) -> dict[str, Any]:
         """Send `msg`, wait for the answer. `reply_bytes`: room to keep in the arena for the reply's
         tensors when the message carries fewer than they will need (else they come back as pipe frames)."""
         self.wait_ready(timeout_s)
@@ -127,7 +127,7 @@ class RunnerHandle:
             raise BadMessage("runner reply is not a status dict")
         return reply
 
-    def _send(self, msg: dict[str, Any], timeout_s: float) -> None:
+    def _send(self, msg: Mapping[str, Any], timeout_s: float) -> None:
         """Send under the watchdog too: a process that stops reading its pipe would otherwise block the
         judge in a send of pipe frames for ever (a task did)."""
         expired = threading.Event()

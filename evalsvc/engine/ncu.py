@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from evalsvc.core.profiles import NcuKernel, ncu_limiter
+from evalsvc.engine.messages import LoadRequest
 from evalsvc.sandbox.isolation import untrusted_file_tail
 from evalsvc.sandbox.template_env import template_environment
 
@@ -60,7 +61,7 @@ class NcuProbe:
     launch_count: int = 40
 
     def profile(
-        self, artifact: Path, load: dict[str, Any], inputs: list[Any], device: torch.device, uid: int
+        self, artifact: Path, load: LoadRequest, inputs: list[Any], device: torch.device, uid: int
     ) -> tuple[list[NcuKernel], str | None]:
         """The metric rows of the first launch of each kernel, or none and why. `uid`: the one the
         candidate's runner had (never the spare runner's)."""
@@ -99,7 +100,7 @@ class NcuProbe:
         self,
         work: Path,
         artifact: Path,
-        load: dict[str, Any],
+        load: LoadRequest,
         inputs: list[Any],
         device: torch.device,
         uid: int,

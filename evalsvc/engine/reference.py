@@ -33,6 +33,7 @@ from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.baselines import BaselineCache, baseline_keys
 from evalsvc.engine.codec import BadMessage
 from evalsvc.engine.launcher import RunnerDied, RunnerHandle, RunnerLauncher, RunnerTimeout, processes_of
+from evalsvc.engine.messages import LoadRequest
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.timing import TimingPolicy
 
@@ -225,7 +226,7 @@ class Reference:
     def time_graph(self, inputs: list[Any]) -> TimingStats | None:
         return checked_stats(self._on(inputs, {"op": "time_graph"}, 0).get("stats"))
 
-    def load_message(self, tf32: bool) -> dict[str, Any]:
+    def load_message(self, tf32: bool) -> LoadRequest:
         return load_message(self.init_inputs, self.state_dict, tf32)
 
     def release(self) -> None:
@@ -396,7 +397,7 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def load_message(init_inputs: list[Any], state_dict: dict[str, torch.Tensor], tf32: bool) -> dict[str, Any]:
+def load_message(init_inputs: list[Any], state_dict: dict[str, torch.Tensor], tf32: bool) -> LoadRequest:
     """What a candidate's runner is loaded with: the task's init inputs and the reference's weights."""
     state = {k: v.detach().cpu() for k, v in state_dict.items()}
     return {"op": "load", "init_inputs": init_inputs, "state_dict": state, "tf32": tf32}

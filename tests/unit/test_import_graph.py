@@ -42,6 +42,12 @@ def test_evalsvc_never_imports_workers(graph: nx.DiGraph) -> None:
 # system of record and the stores (none of it is for code that serves a candidate or a task).
 TRUSTED_ONLY = (
     "evalsvc.engine.judge",
+    "evalsvc.engine.runner_session",
+    "evalsvc.engine.trials",
+    "evalsvc.engine.candidate_timing",
+    "evalsvc.engine.evaluation_baselines",
+    "evalsvc.engine.plausibility",
+    "evalsvc.engine.candidate_profile",
     "evalsvc.engine.judged_timing",
     "evalsvc.engine.reference",
     "evalsvc.engine.launcher",

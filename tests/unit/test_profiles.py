@@ -33,8 +33,8 @@ from evalsvc.core.results import (
     TimingStats,
     TrialCheck,
 )
-from evalsvc.engine.judge import ROOFLINE_SLACK, Judge
 from evalsvc.engine.ncu import parse_ncu_csv
+from evalsvc.engine.plausibility import ROOFLINE_SLACK, implausible
 from evalsvc.engine.profiling import task_work
 from evalsvc.render import render_result
 
@@ -191,15 +191,15 @@ def test_implausible_speed_uses_the_measured_peak_on_gpus_only() -> None:
     fast = Timings(candidate=stats(0.05), eager=stats(0.2))
     plausible = Timings(candidate=stats(0.09), eager=stats(0.2))
     roof = roofline(work, peak_bw, 5e13, "X", 0.05)
-    gpu = Judge("cuda", launcher=None, baselines=None)  # type: ignore[arg-type]  # the rule alone: no runner
-    found = gpu._implausible(fast, roof, EvalOptions())
+    gpu = torch.device("cuda")  # the rule alone: no runner
+    found = implausible(gpu, fast, roof, EvalOptions())
     assert [f.rule for f in found] == ["faster_than_memory_roofline"]
     assert f"{peak_bw * ROOFLINE_SLACK / 1e12:.2f} TB/s" in found[0].message
-    assert gpu._implausible(plausible, roof, EvalOptions()) == []
-    assert gpu._implausible(fast, None, EvalOptions()) == []  # no roofline (FLOP counter refused): no flag
-    cpu = Judge("cpu", launcher=None, baselines=None)  # type: ignore[arg-type]
-    assert cpu._implausible(fast, roof, EvalOptions()) == []  # CPU caches can outlast the flush
-    assert [f.rule for f in cpu._implausible(fast, roof, EvalOptions(max_speedup=2))] == [
+    assert implausible(gpu, plausible, roof, EvalOptions()) == []
+    assert implausible(gpu, fast, None, EvalOptions()) == []  # no roofline (FLOP counter refused): no flag
+    cpu = torch.device("cpu")
+    assert implausible(cpu, fast, roof, EvalOptions()) == []  # CPU caches can outlast the flush
+    assert [f.rule for f in implausible(cpu, fast, roof, EvalOptions(max_speedup=2))] == [
         "implausible_speedup"
     ]
 
