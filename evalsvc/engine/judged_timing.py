@@ -156,9 +156,10 @@ class RoundRunner:
         if not _numbers(samples, calls) or not isinstance(digests, list) or len(digests) != calls:
             raise TimingRefused("forbidden", "the runner's answer to a round is malformed", "forged_message")
         answer = RoundAnswer([float(s) for s in samples], digests, wall_ms, cpu_ms)
-        if probes := reply.get("probes_us"):  # the runner's word, for the log only
+        if (probes := reply.get("probes_us")) and log.isEnabledFor(logging.DEBUG):  # the runner's word
+            shown = str(probes)[:1000]  # for the log only, and cut: a hostile runner chooses its size
             log.debug(
-                "%s round's probes (µs sync waited beyond idle, one-block kernel late): %s", subject, probes
+                "%s round's probes (µs sync waited beyond idle, one-block kernel late): %s", subject, shown
             )
         if subject == "candidate":
             self._verify(answer, lambda j: sent[j] if sent else self.make_inputs(seeds[j]))
