@@ -351,15 +351,19 @@ def confirmed_interval(stats: TimingStats, judged: JudgedTiming) -> TimingStats:
     return stats.model_copy(update={"ci95_high_ms": high, "rel_ci_halfwidth": half / stats.median_ms})
 
 
-LIBRARY_SHARE_LIMIT = 0.5  # of the candidate's CPU time per timed call, beyond the null candidate's
+LIBRARY_SHARE_LIMIT = 0.5  # of the CPU time per timed call the candidate added to the null candidate's
 MIN_ATTRIBUTED_SAMPLES = 50
 
 
 def library_excess(
     null: Attribution, null_calls: int, cand: Attribution, cand_calls: int, own: set[FileId]
 ) -> float:
-    """The share of the candidate's sampled CPU time per call that ran in libraries (code in no file
-    counted too), beyond what the runner's own work ran there per call of the null candidate."""
+    """The share of the CPU time per call the candidate added to the runner's own (the null candidate's)
+    that ran in libraries (code in no file counted too), beyond what the runner's own work ran there.
+    Both sides net of the null: the runner's per-call work (a third of a 1.5 ms call on this CPU) would
+    otherwise dilute the share, and any change to that work would move verdicts near the limit. The
+    added time is taken as at least half the candidate's, so a kernel barely slower than the null
+    candidate does not make the share of its output allocation look large."""
 
     def library_per_call(a: Attribution, calls: int) -> float:
         return a.samples * library_share(a, set(), own_identities=own, count_anonymous=True) / max(1, calls)
@@ -367,7 +371,9 @@ def library_excess(
     per_call = cand.samples / max(1, cand_calls)
     if per_call <= 0:
         return 0.0
-    return max(0.0, library_per_call(cand, cand_calls) - library_per_call(null, null_calls)) / per_call
+    added = max(per_call - null.samples / max(1, null_calls), per_call / 2)
+    excess = library_per_call(cand, cand_calls) - library_per_call(null, null_calls)
+    return min(1.0, max(0.0, excess / added))  # sampling noise can put the difference past the added time
 
 
 def refuse_library_compute(excess: float, cand: Attribution) -> None:
@@ -376,7 +382,8 @@ def refuse_library_compute(excess: float, cand: Attribution) -> None:
         where = ", ".join(f"{name.rsplit('/', 1)[-1]} {n / cand.samples:.0%}" for name, n in top)
         raise TimingRefused(
             "forbidden",
-            f"{excess:.0%} of the candidate's CPU time per timed call ran in libraries or generated code, "
+            f"{excess:.0%} of the CPU time per timed call the candidate added to the runner's own ran in "
+            "libraries or generated code, "
             f"not its own (sampled time by file: {where}): the kernel must be the solution's own",
             "library_compute",
         )

@@ -14,13 +14,17 @@ import torch
 from evalsvc.core.results import JudgedTiming, Status, TimingStats
 from evalsvc.core.rewards import MilestoneSchedule, speedup_evidence
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
+from evalsvc.engine.cpu_attribution import ANON, Attribution
 from evalsvc.engine.judged_timing import (
+    LIBRARY_SHARE_LIMIT,
     Overhead,
     TimingRefused,
     confirmed_interval,
     judge_figure,
+    library_excess,
     process_cpu_ms,
     refuse_disagreement,
+    refuse_library_compute,
 )
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
 
@@ -216,3 +220,36 @@ def test_a_kernel_the_judges_clock_confirms_keeps_its_interval() -> None:
     assert high == pytest.approx(15.0 * 1.15 + 2 * 0.4540124333333295 + 0.5 * 1.5438979727272715)
     widened = confirmed_interval(honest, judged)
     assert widened.ci95_high_ms == pytest.approx(high) and widened.ci95_high_ms < 1.3 * honest.median_ms
+
+
+def _attribution(per_call: dict[str, float], calls: int) -> Attribution:
+    by_file = {name: round(n * calls) for name, n in per_call.items()}
+    return Attribution(samples=sum(by_file.values()), by_file=by_file, identities={OWN_PATH: {OWN_ID}})
+
+
+OWN_PATH, OWN_ID = "/scratch/solution.so", (0, 99, 12345)
+
+
+def test_the_runners_own_work_does_not_dilute_the_library_share() -> None:
+    """MKL by memory walk as this CPU samples it (2026-12-06, margins in docs/security.md): 4 library samples
+    per call on top of a runner whose own work costs 2 per call, 0.5 of them in libtorch. The share is of
+    what the candidate added, so a runner that costs more per call (up to as much as the candidate adds)
+    leaves the verdict where it was; a share of all samples would be 0.47 at the last."""
+    for runner_python, runner_library in [(1.5, 0.5), (3.0, 0.5), (4.0, 0.5)]:
+        null = _attribution({"[kernel]": runner_python, ANON: runner_library}, 70)
+        cand = _attribution({"[kernel]": runner_python, ANON: runner_library + 4.0}, 30)
+        excess = library_excess(null, 70, cand, 30, {OWN_ID})
+        assert excess > 0.9, (runner_python, excess)
+        with pytest.raises(TimingRefused) as refused:
+            refuse_library_compute(excess, cand)
+        assert refused.value.rule == "library_compute"
+
+
+def test_an_own_kernel_near_the_null_candidates_cost_keeps_a_small_share() -> None:
+    """A ReLU barely slower than the null candidate: its output allocation (library) is not made to look
+    large by dividing by the little it added."""
+    null = _attribution({"[kernel]": 3.0, ANON: 0.4}, 70)
+    cand = _attribution({"[kernel]": 3.0, ANON: 0.6, OWN_PATH: 0.3}, 30)
+    excess = library_excess(null, 70, cand, 30, {OWN_ID})
+    assert excess < LIBRARY_SHARE_LIMIT
+    refuse_library_compute(excess, cand)
