@@ -187,7 +187,7 @@ class LocalPipeline:
             status = Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR
             return failure(status, str(e), options)
         progress.info("compiling")
-        outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs)
+        outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs, task_spec)
         report = outcome.report
         took = "cached" if report and report.cached else f"in {report.duration_s if report else 0.0:.1f} s"
         progress.info("compile: %s, %s", outcome.status.value, took)

@@ -1,0 +1,43 @@
+"""A Triton solution in the runner: where its kernels come from, before the solution is imported.
+
+On the CPU device the kernels run in Triton's interpreter (`TRITON_INTERPRET=1`, set in this process only,
+for this solution only): correctness is judged as on a GPU, timing is interpreter time (the judge awards no
+speed from it). On a GPU, Triton's cache directory (TRITON_CACHE_DIR, in the runner's own scratch) is seeded
+with the kernels the compile stage built ahead for this artifact, under Triton's own cache keys, so a launch
+finds its kernel there; `compiled_at_launch` counts the kernels found in the cache that the artifact did
+not bring (compiled by this process at a launch the ahead-of-time trace did not predict).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
+_seeded: set[str] = set()
+
+
+def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
+    """Before the solution is imported: the interpreter on the CPU, the seeded cache on a GPU."""
+    if manifest.get("format") != "triton":
+        return
+    if device_type == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit when the solution's module runs
+        return
+    os.environ.pop("TRITON_INTERPRET", None)
+    cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+    cache.mkdir(parents=True, exist_ok=True)
+    seeded = artifact / CACHE
+    if seeded.is_dir():
+        shutil.copytree(seeded, cache, dirs_exist_ok=True)
+        _seeded.update(p.name for p in seeded.iterdir())
+
+
+def compiled_at_launch() -> int:
+    """Kernel directories in Triton's cache that the artifact did not bring (compiled in this process)."""
+    cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+    if not cache.is_dir():
+        return 0
+    return sum(1 for p in cache.iterdir() if p.name not in _seeded and any(p.glob("*.cubin")))
