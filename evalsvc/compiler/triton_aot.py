@@ -96,8 +96,8 @@ class Tracer:
                 tracer.report.autotune_configs += 1
                 autotuner.fn.run(*args, grid=None, warmup=True, **{**kwargs, **config.all_kwargs()})
 
-        JITFunction.run = run  # type: ignore[method-assign]
-        Autotuner.run = tune  # type: ignore[method-assign]
+        JITFunction.run = run
+        Autotuner.run = tune
 
     def launch(self, jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """As JITFunction.run binds and specialises a launch, for the target; then compile it ahead."""

@@ -25,6 +25,7 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
         return
     if device_type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit when the solution's module runs
+        _untraced_interpreter_views()
         return
     os.environ.pop("TRITON_INTERPRET", None)
     cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
@@ -33,6 +34,25 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     if seeded.is_dir():
         shutil.copytree(seeded, cache, dirs_exist_ok=True)
         _seeded.update(p.name for p in seeded.iterdir())
+
+
+def _untraced_interpreter_views() -> None:
+    """Before and after a launch the interpreter moves each argument's storage to a CPU view and back
+    (`Tensor.set_`, `UntypedStorage.copy_`): bookkeeping of Triton's, kept out of the runner's operator trace.
+    The kernel's own work runs in NumPy on those views, between the two, where the trace stays on."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from triton.runtime import interpreter
+
+    def untraced(original: Any) -> Any:
+        def run(*args: Any) -> Any:
+            with _disable_current_modes():
+                return original(*args)
+
+        return run
+
+    grid = interpreter.GridExecutor
+    grid._init_args_hst = untraced(grid._init_args_hst)
+    grid._restore_args_dev = untraced(grid._restore_args_dev)
 
 
 def compiled_at_launch() -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD
 from evalsvc.screening.python import Module, Program, qual, root_name, src
 
 TRITON_HOOK = "triton-hook"
@@ -46,6 +47,17 @@ class TritonScan(ast.NodeVisitor):
     def __init__(self, prog: Program, mod: Module) -> None:
         self.prog, self.mod = prog, mod
         self.kernels = {n for n, d in mod.defs.items() if is_kernel(d, mod)}
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if is_kernel(node, self.mod):  # in the interpreter a kernel body is Python: torch in it computes
+            for n in ast.walk(node):
+                q = qual(n, self.mod) if isinstance(n, ast.Name | ast.Attribute) else None
+                if q and q.split(".")[0] == "torch" and isinstance(n.ctx, ast.Load):  # type: ignore[attr-defined]
+                    why = f"`{src(n)}` inside the Triton kernel `{node.name}`: kernels are Triton's language"
+                    self.prog.hit(TORCH_COMPUTE_IN_FORWARD, self.mod, n, why)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Call(self, node: ast.Call) -> None:
         q = qual(node.func, self.mod) or ""
