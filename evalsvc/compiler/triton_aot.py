@@ -92,6 +92,8 @@ class Tracer:
             tracer.launch(jit, args, kwargs)
 
         def tune(autotuner: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs.pop("grid", None)
+            kwargs.pop("warmup", None)
             for config in autotuner.configs:  # each config the GPU worker's autotuner will benchmark
                 tracer.report.autotune_configs += 1
                 autotuner.fn.run(*args, grid=None, warmup=True, **{**kwargs, **config.all_kwargs()})
