@@ -72,7 +72,7 @@ def _interpreter_benchmarker() -> None:
         times.sort()
         return [times[1], times[0], times[2]]  # the (0.5, 0.2, 0.8) quantiles the autotuner asks for
 
-    autotuner.Autotuner.do_bench = property(lambda self: bench)  # type: ignore[method-assign,assignment]
+    autotuner.Autotuner.do_bench = property(lambda self: bench)
 
 
 def compiled_at_launch() -> int:
