@@ -26,6 +26,7 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
         return
     if device_type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit when the solution's module runs
+        _interpret_language()
         _untraced_interpreter_views()
         _interpreter_benchmarker()
         return
@@ -36,6 +37,23 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     if seeded.is_dir():
         shutil.copytree(seeded, cache, dirs_exist_ok=True)
         _seeded.update(p.name for p in seeded.iterdir())
+
+
+def _interpret_language() -> None:
+    """Triton's own kernel functions (`tl.zeros`, `tl.sum`, ...) are `@triton.jit` code too, decorated
+    when triton.language was imported: where that was before the interpreter was asked for (the runner's
+    template may import triton), they are JIT functions, which the interpreter cannot call. Rewrapped here."""
+    import sys
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "triton.language" or name.startswith("triton.language.")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, JITFunction):
+                setattr(module, attr, InterpretedFunction(value.fn, noinline=value.noinline))
 
 
 def _untraced_interpreter_views() -> None:
