@@ -77,8 +77,9 @@ class JudgedTiming(BaseModel):
     )
     library_share: float | None = Field(
         None,
-        description="CPU device: share of the candidate's sampled CPU time per call spent in libraries or "
-        "generated code beyond the runner's own (perf sampling by the judge); over 0.5 is library_compute",
+        description="CPU device: share of the compute per call (library and own code, not the interpreter or "
+        "C runtime) the candidate added to the runner's own that ran in libraries or generated code (perf "
+        "sampling by the judge); over 0.5 is library_compute",
     )
     sampled: int | None = Field(None, description="CPU device: samples behind library_share")
     cpu_per_call_ms: float | None = Field(

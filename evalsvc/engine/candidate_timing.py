@@ -119,7 +119,7 @@ def where_time_went(
     if not null or not candidate or timings.candidate_judged is None:
         return
     excess = library_excess(null[0], calls.get("null", 0), candidate[0], calls.get("candidate", 0), own)
-    timings.candidate_judged.library_share = excess
+    timings.candidate_judged.library_share = excess.share
     timings.candidate_judged.sampled = candidate[0].samples
     try:
         refuse_library_compute(excess, candidate[0])

@@ -7,10 +7,8 @@ sends these shapes, and the judge reads every reply as an untrusted dict (`.get`
 never trusting these types.
 
 Meant for both sides: nothing here may import a module of the judge's own, so that the runner
-(evalsvc.sandboxed.runner) can import it. The judge's side builds its requests with these types; the
-runner's `Server` does not use them yet: annotating its handlers (even with no other change) made
-tests/corpus/exploits/redteam_forge_adaptive_mkl.py pass as `ok` in most CPU runs instead of being refused
-(`library_compute`), for a reason not yet found, so the runner is left byte for byte as it was.
+(evalsvc.sandboxed.runner) can import it. The judge builds its requests with these types and the runner's
+`Server` answers with them; a round's request and answer stay plain dicts (`Server._round`).
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ import resource
 import sys
 import tempfile
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -25,6 +26,20 @@ from evalsvc.core.rules import TORCH_COMPUTE_IN_FORWARD, at_runtime
 from evalsvc.core.tasks import TaskSpec
 from evalsvc.engine.codec import DTYPES, Arena, receive, send
 from evalsvc.engine.commitment import chunk, foreign_parts, output_tensors, round_digests
+from evalsvc.engine.messages import (
+    Done,
+    ErrorReply,
+    FetchReply,
+    FetchRequest,
+    InputsRequest,
+    PrepareRequest,
+    ProfileReply,
+    Ready,
+    Request,
+    RunReply,
+    RunRequest,
+    TimeGraphReply,
+)
 from evalsvc.engine.profiling import trace_calls
 from evalsvc.engine.taskload import LoadedTask, exec_task, input_digest
 from evalsvc.engine.timing import (
@@ -54,7 +69,8 @@ from evalsvc.sandboxed.runtime_checks import (
 )
 
 _ON_CURRENT_STREAM = "launch on the current stream (torch.cuda.current_stream) or synchronize"
-READY = {"ok": True, "op": "ready"}  # the runner's first message: isolated and warm, no candidate code run
+# The runner's first message: isolated and warm, no candidate code run.
+READY: Ready = {"ok": True, "op": "ready"}
 
 
 @dataclass(frozen=True)
@@ -318,15 +334,17 @@ class Server:
         self.kept: list[Any] = []  # the last round's outputs, until the judge has checked what it wants
         self.probes: list[Probe] = []  # every probe of the candidate's rounds so far
 
-    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def handle(self, msg: Request) -> Mapping[str, Any]:
+        """The judge's request (messages.py), answered; a failure raises (`serve` answers it). A round's
+        message and answer stay plain dicts (`_round`)."""
         op = msg["op"]
-        if op == "prepare":
+        if msg["op"] == "prepare":
             return self._prepare(msg)
-        if op == "round" and msg.get("subject") == "null":
-            return self._round(self._null_forward, msg)
-        if op == "fetch":
+        if msg["op"] == "round" and msg.get("subject") == "null":
+            return self._round(self._null_forward, cast(dict[str, Any], msg))
+        if msg["op"] == "fetch":
             return self._fetch(msg)
-        if op == "load":
+        if msg["op"] == "load":
             self.candidate = Candidate(self.workdir / "artifact", self.device)
             self.candidate.load(msg["init_inputs"], msg["state_dict"])
             if self.timer_guard.registrations_changed():
@@ -335,21 +353,21 @@ class Server:
                     "or torch.library): the runner's own work calls them",
                     "timer_tampered",
                 )
-            return {"ok": True}
+            return Done(ok=True)
         assert self.candidate is not None
-        if op == "run":
+        if msg["op"] == "run":
             return self._run(self.candidate, msg)
-        if op == "round":
-            return self._round(self.candidate.forward, msg)
-        if op == "profile":  # after the timed runs, never instead of them; the judge only displays it
+        if msg["op"] == "round":
+            return self._round(self.candidate.forward, cast(dict[str, Any], msg))
+        if msg["op"] == "profile":  # after the timed runs, never instead of them; the judge only displays it
             trace = trace_calls(self.candidate.forward, msg["inputs"], self.device, int(msg.get("runs", 3)))
-            return {"ok": True, "trace": trace.model_dump()}
-        if op == "time_graph":
+            return ProfileReply(ok=True, trace=trace.model_dump())
+        if msg["op"] == "time_graph":
             stats = measure_graph(self.candidate.forward, self._inputs(msg), self.device)
-            return {"ok": True, "stats": stats.model_dump()}
+            return TimeGraphReply(ok=True, stats=stats.model_dump())
         raise ValueError(f"unknown op {op!r}")
 
-    def _prepare(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _prepare(self, msg: PrepareRequest) -> Done:
         """Before the candidate is imported: the task's precision, the task itself where this process makes
         its inputs from the judge's seeds (proved on a few seeds here), and the null candidate the judge
         calibrates the runner's own cost with."""
@@ -366,14 +384,14 @@ class Server:
         self.null_outputs = [
             torch.ones(shape, dtype=DTYPES[dtype], device=self.device) for shape, dtype in msg["outputs"]
         ]
-        return {"ok": True}
+        return Done(ok=True)
 
     def _null_forward(self, *inputs: Any) -> list[torch.Tensor]:
         """A candidate that only writes its outputs: what is left of a round is the runner's own work per
         call. Fresh ones, as any candidate's are: reusing one set costs less (docs/performance.md)."""
         return [torch.ones_like(t) for t in self.null_outputs]
 
-    def _run(self, candidate: Candidate, msg: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, candidate: Candidate, msg: RunRequest) -> RunReply:
         """One checked call: poisoned memory before it, its inputs compared after it."""
         inputs = self._inputs(msg)
         pristine = [a.clone() if isinstance(a, torch.Tensor) else a for a in inputs]  # before poisoning
@@ -391,7 +409,7 @@ class Server:
         self._refuse_tampering()
         if _modified(pristine, inputs, self.device):
             raise Forbidden("the candidate modified its input tensors", "inputs_modified")
-        return {"ok": True, "output": out}
+        return RunReply(ok=True, output=out)
 
     def _round(self, forward: Any, msg: dict[str, Any]) -> dict[str, Any]:
         """A round of timed calls (timing.RoundTimer.run), each on inputs of its own: sent by the judge, or
@@ -451,14 +469,14 @@ class Server:
             raise InputsDiffer("the task could not be loaded here")
         return self.task.make_inputs(seed, self.device)
 
-    def _fetch(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _fetch(self, msg: FetchRequest) -> FetchReply:
         """Chunks of the last round's outputs that the judge picked after the round's answer."""
         chunks = []
         for call, tensor, index in msg["picks"]:
             outs = output_tensors(self.kept[int(call)]) if 0 <= int(call) < len(self.kept) else []
             t = outs[int(tensor)] if 0 <= int(tensor) < len(outs) else None
             chunks.append(chunk(t, int(index)).cpu() if t is not None else torch.empty(0, dtype=torch.uint8))
-        return {"ok": True, "chunks": chunks}
+        return FetchReply(ok=True, chunks=chunks)
 
     def _refuse_torch_compute(self) -> None:
         if forbidden := self.trace.forbidden():
@@ -468,7 +486,7 @@ class Server:
                 at_runtime(TORCH_COMPUTE_IN_FORWARD),
             )
 
-    def _inputs(self, msg: dict[str, Any]) -> list[Any]:
+    def _inputs(self, msg: InputsRequest) -> list[Any]:
         """The message's inputs, or the ones its seed makes here (checked against the judge's digest)."""
         if "inputs" in msg:
             return msg["inputs"]
@@ -493,17 +511,18 @@ class Server:
                 return
             if msg["op"] == "exit":
                 return
+            reply: Mapping[str, Any]
             try:
                 reply = self.handle(msg)
             except InputsDiffer as e:
-                reply = {"ok": False, "kind": "inputs_differ", "error": str(e)}
+                reply = ErrorReply(ok=False, kind="inputs_differ", error=str(e))
             except Forbidden as e:
-                reply = {"ok": False, "kind": "forbidden", "error": str(e), "rule": e.rule}
+                reply = ErrorReply(ok=False, kind="forbidden", error=str(e), rule=e.rule)
             except CandidateError as e:
-                reply = {"ok": False, "kind": "runtime_error", "error": str(e)}
+                reply = ErrorReply(ok=False, kind="runtime_error", error=str(e))
             except BaseException as e:  # the candidate's own exceptions, SystemExit included
                 tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
-                reply = {"ok": False, "kind": "runtime_error", "error": tb[-3000:]}
+                reply = ErrorReply(ok=False, kind="runtime_error", error=tb[-3000:])
             send(self.conn, reply, self.arena)
 
 

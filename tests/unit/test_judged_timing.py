@@ -14,13 +14,18 @@ import torch
 from evalsvc.core.results import JudgedTiming, Status, TimingStats
 from evalsvc.core.rewards import MilestoneSchedule, speedup_evidence
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
+from evalsvc.engine.cpu_attribution import ANON, Attribution
 from evalsvc.engine.judged_timing import (
+    LIBRARY_SHARE_LIMIT,
+    MIN_LIBRARY_SAMPLES,
     Overhead,
     TimingRefused,
     confirmed_interval,
     judge_figure,
+    library_excess,
     process_cpu_ms,
     refuse_disagreement,
+    refuse_library_compute,
 )
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
 
@@ -216,3 +221,49 @@ def test_a_kernel_the_judges_clock_confirms_keeps_its_interval() -> None:
     assert high == pytest.approx(15.0 * 1.15 + 2 * 0.4540124333333295 + 0.5 * 1.5438979727272715)
     widened = confirmed_interval(honest, judged)
     assert widened.ci95_high_ms == pytest.approx(high) and widened.ci95_high_ms < 1.3 * honest.median_ms
+
+
+def _attribution(per_call: dict[str, float], calls: int) -> Attribution:
+    by_file = {name: round(n * calls) for name, n in per_call.items()}
+    return Attribution(samples=sum(by_file.values()), by_file=by_file, identities={OWN_PATH: {OWN_ID}})
+
+
+OWN_PATH, OWN_ID = "/scratch/solution.so", (0, 99, 12345)
+INTERPRETER = "[kernel]"  # like the interpreter and the C runtime, neither library nor own code
+
+
+@pytest.mark.parametrize("burnt", [0.0, 15.0, 60.0])
+@pytest.mark.parametrize("runner", [1.5, 4.0, 8.0])
+def test_time_burnt_outside_any_library_does_not_dilute_the_library_share(
+    runner: float, burnt: float
+) -> None:
+    """MKL by memory walk as this CPU samples it (2026-12-06, docs/security.md): 4 library samples per call
+    on a runner whose own work costs 1.5-2 per call, 0.4 of them in libtorch. The forge that rescales its
+    reported times sometimes burnt 15 samples per call in the interpreter, which read as 0.2 of all
+    samples; neither that nor a costlier runner moves the share of compute."""
+    null = _attribution({INTERPRETER: runner, ANON: 0.4}, 70)
+    cand = _attribution({INTERPRETER: runner + burnt, ANON: 4.4, OWN_PATH: 0.05}, 30)
+    excess = library_excess(null, 70, cand, 30, {OWN_ID})
+    assert excess.share > 0.9
+    with pytest.raises(TimingRefused) as refused:
+        refuse_library_compute(excess, cand)
+    assert refused.value.rule == "library_compute"
+
+
+def test_an_own_kernel_that_adds_little_keeps_a_small_share() -> None:
+    """A ReLU barely slower than the null candidate (relu_cpu_scalar_loop: 4.45 samples per call against
+    4.38): its output allocation's noise is not divided by the little compute it added."""
+    null = _attribution({INTERPRETER: 2.0, ANON: 0.4}, 70)
+    cand = _attribution({INTERPRETER: 2.0, ANON: 0.6, OWN_PATH: 0.3}, 30)
+    excess = library_excess(null, 70, cand, 30, {OWN_ID})
+    assert excess.share < LIBRARY_SHARE_LIMIT
+    refuse_library_compute(excess, cand)
+
+
+def test_a_few_library_samples_are_noise_whatever_their_share() -> None:
+    """Library samples beyond the null's must add up to more than sampling noise before a share counts."""
+    null = _attribution({INTERPRETER: 2.0, ANON: 0.4}, 70)
+    cand = _attribution({INTERPRETER: 6.0, ANON: 0.9, OWN_PATH: 0.1}, 30)
+    excess = library_excess(null, 70, cand, 30, {OWN_ID})
+    assert excess.share > LIBRARY_SHARE_LIMIT and excess.samples < MIN_LIBRARY_SAMPLES
+    refuse_library_compute(excess, cand)
