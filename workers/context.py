@@ -104,7 +104,7 @@ class WorkerContext:
     def compile_and_route(self, job: Job) -> None:
         task = self.tasks.get_task(job.task_id) if job.task_id else None
         with sandbox_job(job.id):  # its containers are labelled with the job
-            outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs))
+            outcome = self.compiler.compile(job.solution, bool(task and task.meta.allow_vendor_libs), task)
         job.compile_report = outcome.report
         job.artifact_key = outcome.artifact_key
         if job.kind is JobKind.COMPILE:

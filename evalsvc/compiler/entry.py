@@ -4,6 +4,8 @@
   intercepted) and writes the load_inline calls it makes to `OUT/capture.json`. This is the only job that
   runs the candidate's Python; what it writes is the build's input, validated by the trusted side, never
   evidence about a build.
+- `python -m evalsvc.compiler.entry triton JOB OUT` compiles a Triton solution's kernels ahead
+  (evalsvc.compiler.triton_aot): it runs the candidate's Python, like capture, and no compiler but Triton's.
 - `python -m evalsvc.compiler.entry build JOB OUT` builds the extensions the trusted side wrote to JOB (the
   candidate's own translation units, and binding units we generated), with ninja, and writes each library
   and each of the candidate's object files under `OUT/ext/<key>/`, and `OUT/report.json`. No candidate
@@ -53,6 +55,7 @@ class JobSpec(BaseModel):
     timeout_s: float = 300.0
     jobs: int | None = None
     extensions: list[ExtensionSpec] = Field(default_factory=list)
+    task_source: str | None = None  # a Triton solution's job traces one forward on the task's inputs
 
 
 class CaptureReport(BaseModel):
@@ -235,7 +238,11 @@ def main(argv: list[str]) -> int:
     scratch = Path(os.environ.get("EVALSVC_SCRATCH") or os.environ.get("TMPDIR") or "/tmp") / "evalsvc-build"
     scratch.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(scratch / "torch_extensions"))
-    if command == "capture":
+    if command == "triton":  # a Triton solution: its kernels compiled ahead (triton_aot.py)
+        from evalsvc.compiler.triton_aot import run_job
+
+        run_job(job / "src" / spec.entry, job / "src", spec.task_source, out, scratch)
+    elif command == "capture":
         (out / "capture.json").write_text(capture(spec, job / "src").model_dump_json())
     else:
         (out / "report.json").write_text(build(spec, job / "src", scratch, out).model_dump_json())

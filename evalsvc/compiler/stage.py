@@ -39,9 +39,13 @@ from evalsvc.compiler.inline import InlineCall
 from evalsvc.compiler.preprocess import PreprocessError, preprocess
 from evalsvc.compiler.symbol_screen import screen_objects
 from evalsvc.compiler.toolchain import Toolchain
+from evalsvc.compiler.triton_aot import CACHE as TRITON_CACHE
+from evalsvc.compiler.triton_aot import REPORT as TRITON_REPORT
+from evalsvc.compiler.triton_aot import TritonJobReport
 from evalsvc.core.hashing import content_hash
-from evalsvc.core.results import CompileReport, Finding, Status
-from evalsvc.core.solutions import Solution, SolutionFormat
+from evalsvc.core.results import CompileReport, Finding, Status, TritonCompile
+from evalsvc.core.solutions import TRITON, Solution, SolutionFormat
+from evalsvc.core.tasks import TaskSpec
 from evalsvc.sandbox.base import CompileSandbox, Mount, SandboxLimits, SandboxRun
 from evalsvc.screening.checks import check_native, check_python, inline_flags, inline_sources
 from evalsvc.store.artifacts import ArtifactStore
@@ -49,6 +53,8 @@ from evalsvc.store.artifacts import ArtifactStore
 MAX_SOURCES_BYTES = 8 * 1024 * 1024
 MAX_OBJECT_BYTES = 64 * 1024 * 1024
 CAPTURE_SECONDS = 180.0  # importing torch and the solution twice
+TRITON_SECONDS = 240.0  # importing torch and triton, one traced forward, Triton's compiles
+MAX_TRITON_CACHE_BYTES = 64 * 1024 * 1024
 # Part of every artifact key: bump it when the way sources become a library changes (flags, PCH use),
 # so cached builds and cached compile errors of the old recipe are not served.
 BUILD_RECIPE = "4"  # 4: the candidate's units built apart from generated bindings; its objects kept
@@ -116,10 +122,15 @@ class Compiler:
         # the judge hold alone.
         self.screens: frozenset[str] = SCREENS
 
-    def artifact_key(self, solution: Solution) -> str:
+    def artifact_key(self, solution: Solution, task: TaskSpec | None = None) -> str:
+        if solution.kind == TRITON:  # which kernels are compiled ahead depends on the task's inputs
+            task_id = task.id if task is not None else None
+            return "a_" + content_hash(solution.id, self.toolchain.hash, TRITON, task_id, BUILD_RECIPE)
         return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
 
-    def compile(self, solution: Solution, allow_vendor_libs: bool = False) -> CompileOutcome:
+    def compile(
+        self, solution: Solution, allow_vendor_libs: bool = False, task: TaskSpec | None = None
+    ) -> CompileOutcome:
         """Screen, then build (or find the build in the store), then screen what was built.
 
         The Python checks need no build, so a refused solution costs no container. The native checks read
@@ -128,7 +139,7 @@ class Compiler:
         """
         if "sources" in self.screens and (findings := screen_sources(solution, allow_vendor_libs)):
             return _refused(findings)
-        key = self.artifact_key(solution)
+        key = self.artifact_key(solution, task)
         cached = self._cached(key, allow_vendor_libs)
         if cached is not None:
             return cached
@@ -136,6 +147,8 @@ class Compiler:
         with tempfile.TemporaryDirectory(prefix="evalsvc-job-") as tmp:
             root = Path(tmp)
             root.chmod(0o755)
+            if solution.kind == TRITON:
+                return self._compile_triton(solution, key, task, root, start)
             plan = self._plan(solution, root, allow_vendor_libs, start)
             if isinstance(plan, CompileOutcome):
                 return plan
@@ -151,7 +164,61 @@ class Compiler:
             if not report.ok:
                 return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
             outcome = CompileOutcome(Status.OK, report, key, [])
+            if manifest.format == TRITON:  # no native objects: the Python screen already ran
+                return outcome
             return self._screen_built(outcome, artifact, manifest.objects, allow_vendor_libs)
+
+    # -- Triton: the kernels one traced forward launches, compiled ahead (triton_aot.py) --------------
+    def _compile_triton(
+        self, solution: Solution, key: str, task: TaskSpec | None, root: Path, start: float
+    ) -> CompileOutcome:
+        spec = JobSpec(
+            format=solution.format.value,
+            entry=solution.entry,
+            cuda_arch=self.cuda_arch,
+            task_source=task.source if task is not None else None,
+        )
+        limits = _with_wall(self.limits, TRITON_SECONDS)
+        run, out = self._run_job("triton", root / "triton", spec, solution.files, limits, with_pch=False)
+        duration = time.monotonic() - start
+        if run.timed_out:
+            report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
+            limit = f"compiling the Triton kernels exceeded {limits.wall_seconds:.0f} s"
+            return CompileOutcome(Status.TIMEOUT, report, None, [], limit)
+        job = _read_model(out / TRITON_REPORT, TritonJobReport)
+        if job is None:
+            msg = "the Triton compile job " + ("ran out of memory" if run.oom_killed else "failed")
+            report = CompileReport(ok=False, duration_s=duration, log_excerpt=run.output[-4000:])
+            return CompileOutcome(Status.COMPILE_ERROR, report, None, [], f"{msg} (exit {run.exit_code})")
+        triton = TritonCompile.model_validate(job.model_dump(include=set(TritonCompile.model_fields)))
+        report = CompileReport(
+            ok=job.ok,
+            duration_s=duration,
+            diagnostics=job.diagnostics[:50],
+            log_excerpt=(job.message or "")[-4000:] if not job.ok else "",
+            triton=triton,
+        )
+        artifact = root / "artifact"
+        artifact.mkdir()
+        if job.ok and not _copy_tree(out / TRITON_CACHE, artifact / TRITON_CACHE, MAX_TRITON_CACHE_BYTES):
+            report.ok = False
+            report.log_excerpt = "the Triton compile job left an unreadable or oversized cache"
+        report.artifact_key = key if report.ok else None
+        _write_files(artifact / "src", solution.files)
+        manifest = Manifest(
+            key=key,
+            format=TRITON,
+            entry=solution.entry,
+            toolchain=self.toolchain,
+            cuda_arch=self.cuda_arch,
+            extensions={},
+            report=report,
+        )
+        (artifact / "manifest.json").write_text(manifest.model_dump_json())
+        self.store.put(key, artifact)
+        if not report.ok:
+            return CompileOutcome(Status.COMPILE_ERROR, report, None, [], _first_error(report))
+        return CompileOutcome(Status.OK, report, key, [])
 
     # -- planning: what gets built, decided on the trusted side ---------------------------------------
     def _plan(
@@ -479,6 +546,29 @@ def _copy_outputs(
         shutil.copyfile(src, artifact / rel)
     names = [plan.names[rel] for rel in spec.own]
     return want[0], dict(zip(names, want[1:], strict=True))
+
+
+def _copy_tree(src: Path, dest: Path, max_bytes: int) -> bool:
+    """A job's output directory into the artifact: regular files only, links and oversize refused."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if not src.exists():
+        return True  # nothing compiled ahead (no launch traced)
+    if src.is_symlink() or not src.is_dir():
+        return False
+    total = 0
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if path.is_symlink() or not (path.is_dir() or path.is_file()):
+            return False
+        if path.is_dir():
+            (dest / rel).mkdir(parents=True, exist_ok=True)
+            continue
+        total += path.stat().st_size
+        if total > max_bytes:
+            return False
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest / rel)
+    return True
 
 
 def _write_files(root: Path, files: dict[str, str]) -> None:

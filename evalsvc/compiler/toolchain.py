@@ -22,6 +22,7 @@ class Toolchain(BaseModel):
     cxx: str | None
     machine: str
     builder: str = BUILDER_VERSION
+    triton: str | None = None  # Triton's version: it compiles a Triton solution's kernels ahead
 
     @property
     def hash(self) -> str:
@@ -56,7 +57,18 @@ def current_toolchain() -> Toolchain:
         nvcc=_first_line([nvcc, "--version"], pick_last=True),
         cxx=_first_line(["c++", "--version"]),
         machine=platform.machine(),
+        triton=_triton_version(),
     )
+
+
+def _triton_version() -> str | None:
+    """Triton's version from its installed metadata (importing it is slow and unneeded here)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None
 
 
 def runtime_toolchain_view() -> tuple[str, str, str | None, str]:

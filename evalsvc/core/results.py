@@ -218,6 +218,35 @@ class KernelResources(BaseModel):
     spill_loads_bytes: int | None = None
 
 
+class TritonKernel(BaseModel):
+    """One Triton kernel specialisation compiled ahead of time on the CPU fleet, as a launch of the traced
+    forward asked for it."""
+
+    name: str
+    file: str | None = None
+    line: int | None = None
+    signature: str = ""
+    constexprs: str = ""
+    num_warps: int | None = None
+    num_stages: int | None = None
+    ok: bool = True
+    seconds: float = 0.0
+
+
+class TritonCompile(BaseModel):
+    """The ahead-of-time pass of a Triton solution: the launches one traced forward made, the kernels compiled
+    for the target from them (stored in the artifact), and what the trace could not do."""
+
+    target: str = Field(description="what the kernels were compiled for, e.g. cuda:90")
+    triton_version: str | None = None
+    launches_traced: int = 0
+    kernels: list[TritonKernel] = Field(default_factory=list)
+    autotune_configs: int = Field(0, description="configs of @triton.autotune kernels compiled ahead")
+    trace_note: str | None = Field(
+        None, description="why the trace stopped early: kernels it did not reach compile at first launch"
+    )
+
+
 class CompileReport(BaseModel):
     ok: bool
     cached: bool = False
@@ -231,6 +260,7 @@ class CompileReport(BaseModel):
         "(same sources otherwise; faster with nvcc); false: built as written",
     )
     artifact_key: str | None = None
+    triton: TritonCompile | None = Field(None, description="Triton solutions: the ahead-of-time compile")
 
 
 class Provenance(BaseModel):
@@ -254,6 +284,9 @@ class EvaluationResult(BaseModel):
 
     status: Status
     failure: FailureKind | None = Field(None, description="what failed, when the status alone does not say")
+    solution_format: str | None = Field(
+        None, description="kernelbench, cuda_agent or triton (a KernelBench file launching Triton kernels)"
+    )
     correct: bool = False
     reward: float | None = Field(
         description="the schedule's reward; null only for `cancelled` (no verdict, so no reward)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from enum import StrEnum
 from pathlib import PurePosixPath
@@ -23,6 +24,28 @@ class InvalidSolution(ValueError):
 class SolutionFormat(StrEnum):
     KERNELBENCH = "kernelbench"
     CUDA_AGENT = "cuda_agent"
+
+
+TRITON = "triton"  # a KernelBench file whose ModelNew launches @triton.jit kernels (detected, not declared)
+
+
+def imports_triton(files: dict[str, str]) -> bool:
+    """Whether any Python file imports triton: what makes a KernelBench solution a Triton one (before Triton
+    was allowed, such an import was refused, so no other solution has one)."""
+    for name, text in files.items():
+        if not name.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the screen refuses it as syntax-error or too-complex
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names):
+                return True
+            module = (node.module or "") if isinstance(node, ast.ImportFrom) and node.level == 0 else ""
+            if module.split(".")[0] == "triton":
+                return True
+    return False
 
 
 def check_relative_path(path: str) -> str:
@@ -92,6 +115,14 @@ class Solution(BaseModel):
             reserved = {"binding.cpp", "binding_registry.h"} & set(self.files)
             if reserved:
                 raise InvalidSolution(f"files provided by the environment must not be submitted: {reserved}")
+
+    @property
+    def kind(self) -> str:
+        """What the result's `solution_format` says: `triton` for a KernelBench file launching Triton
+        kernels, else the submitted format."""
+        if self.format is SolutionFormat.KERNELBENCH and imports_triton(self.files):
+            return TRITON
+        return self.format.value
 
     @property
     def id(self) -> str:

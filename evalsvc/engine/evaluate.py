@@ -28,7 +28,7 @@ from evalsvc.core.results import (
     Timings,
 )
 from evalsvc.core.rewards import SpeedupEvidence, rests_on_uncertain, speedup_evidence
-from evalsvc.core.solutions import InvalidSolution, Solution
+from evalsvc.core.solutions import TRITON, InvalidSolution, Solution
 from evalsvc.core.tasks import InvalidTask, TaskSpec
 from evalsvc.engine.device_info import device_name, nvml_snapshot
 from evalsvc.engine.judge import Judge, Verdict
@@ -62,6 +62,7 @@ class Evaluator:
                 Status.INTERNAL_ERROR, msg, options, compile=report, failure=FailureKind.WORKER_ERROR
             )
         result.duration_s = time.monotonic() - start
+        result.solution_format = solution.kind
         return result
 
     def _evaluate(
@@ -101,8 +102,12 @@ class Evaluator:
     ) -> EvaluationResult:
         t = verdict.timings
         evidence = speedup_evidence(t.candidate, t.eager, t.compiled)
-        # A speed the hardware cannot back is reported but earns nothing beyond correctness.
-        scored = SpeedupEvidence() if verdict.review else evidence
+        # A speed the hardware cannot back is reported but earns nothing beyond correctness; nor does the
+        # Triton interpreter's (CPU device): it times NumPy running the kernel program by program.
+        interpreted = solution.kind == TRITON and self.judge.device.type == "cpu"
+        scored = SpeedupEvidence() if verdict.review or interpreted else evidence
+        if interpreted:
+            _label_interpreter(t)
         reward, milestone = options.schedule.score(verdict.status, scored)
         ok = verdict.status is Status.OK
         decisions = options.schedule.decisions(scored) if ok else []
@@ -137,11 +142,23 @@ class Evaluator:
             correctness=verdict.correctness,
             compile=report,
             findings=verdict.findings + verdict.review,
-            task_warnings=verdict.task_warnings + _slow_compile(t),
+            task_warnings=verdict.task_warnings + _slow_compile(t) + [INTERPRETER_WARNING] * interpreted,
             provenance=prov,
             roofline=verdict.roofline if ok else None,
             profile=_own_kernels(verdict.profile, report),
         )
+
+
+INTERPRETER_WARNING = (
+    "Triton on the CPU device: the kernels ran in Triton's interpreter (TRITON_INTERPRET=1), so the "
+    "candidate's timing is interpreter time; it earns no speed milestone (correctness only)"
+)
+
+
+def _label_interpreter(t: Timings) -> None:
+    """The candidate's timing method says it was the interpreter's."""
+    if t.candidate is not None:
+        t.candidate.method = f"{t.candidate.method}+triton-interpreter"
 
 
 def _slow_compile(t: Timings) -> list[str]:
@@ -187,7 +204,7 @@ class LocalPipeline:
             status = Status.INTERNAL_ERROR if isinstance(e, InvalidTask) else Status.COMPILE_ERROR
             return failure(status, str(e), options)
         progress.info("compiling")
-        outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs)
+        outcome = self.compiler.compile(solution, task_spec.meta.allow_vendor_libs, task_spec)
         report = outcome.report
         took = "cached" if report and report.cached else f"in {report.duration_s if report else 0.0:.1f} s"
         progress.info("compile: %s, %s", outcome.status.value, took)
@@ -200,4 +217,5 @@ class LocalPipeline:
                 task_spec, solution, outcome.artifact_key, outcome.report, options
             )
         result.duration_s = time.monotonic() - start
+        result.solution_format = solution.kind
         return result

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from evalsvc.engine.codec import MAX_MESSAGE_BYTES, Arena, BadMessage, receive, send
+from evalsvc.engine.triton_driver import add_driver, driver_cache
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
 from evalsvc.sandbox.memory_bound import oom_kills, prepare_memory_group
 from evalsvc.sandbox.template_env import use_clean_template
 from evalsvc.sandboxed.runner import READY, RunnerSetup, runner_main
+from evalsvc.sandboxed.triton_runtime import CACHE as TRITON_CACHE
 
 log = logging.getLogger("evalsvc.launcher")
 
@@ -317,6 +319,9 @@ class RunnerLauncher:
                 spare.close()
         target = handle.scratch / "artifact"
         shutil.copytree(artifact, target)
+        kernels = target / TRITON_CACHE
+        if kernels.is_dir() and self.device.startswith("cuda") and (driver := driver_cache()):
+            add_driver(kernels, driver)  # the runner may not run the compiler Triton builds it with
         if self.isolate:  # the runner drops to its uid before it reads the artifact: hand the files over
             for path in [target, *target.rglob("*")]:
                 os.chown(path, handle.uid, handle.uid, follow_symlinks=False)

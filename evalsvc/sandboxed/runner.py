@@ -60,6 +60,7 @@ from evalsvc.sandbox.isolation import (
 )
 from evalsvc.sandbox.memory_bound import first_to_kill, join_memory_group
 from evalsvc.sandbox.seccomp import REFERENCE_RULES, install_runner_filter
+from evalsvc.sandboxed import triton_runtime
 from evalsvc.sandboxed.reference_host import ReferenceServer
 from evalsvc.sandboxed.runtime_checks import (
     OperatorTrace,
@@ -195,6 +196,7 @@ class Candidate:
         if tuple(built) != runtime_toolchain_view():
             raise CandidateError(f"artifact was built for {built}, this runner is {runtime_toolchain_view()}")
         self._install_loader_hooks()
+        triton_runtime.prepare(self.manifest, self.artifact, self.device.type)  # Triton: interpreter or cache
         src = self.artifact / "src"
         sys.path.insert(0, str(src))
         if self.manifest["format"] == "cuda_agent":

@@ -17,6 +17,8 @@ Python (`check_python`)
 - `caching`: state kept across forward calls (caches keyed by data_ptr/id, counters, deferred work).
 - `tensor-subclass`: a torch.Tensor subclass or `__torch_function__` can defer or fake its values.
 - `syntax-error`: the file does not parse; `too-complex`: too large or deep to analyse.
+- `triton-hook` (screening.triton): Python that Triton would run around a launch or the autotuner's
+  benchmark (pre/post hooks, do_bench, pruning, launch metadata), or a patched kernel object.
 
 C++/CUDA (`check_native`)
 - `aten-compute`: ATen/torch compute (`at::matmul`, `x.mm(w)`, tensor operators, ADL `matmul(a, b)`).
@@ -50,13 +52,14 @@ from evalsvc.screening.python import (
     parse_modules,
     resolve_name,
 )
+from evalsvc.screening.triton import TRITON_HOOK, TritonScan
 
 MAX_FINDINGS = 200
 RULES = frozenset({
     TORCH_COMPUTE_IN_FORWARD, "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
-    "build-evidence",
+    "build-evidence", TRITON_HOOK,
 })  # fmt: skip
 
 
@@ -71,6 +74,7 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
     prog = Program(mods)
     for m in mods:
         GlobalScan(prog, m).visit(m.tree)
+        TritonScan(prog, m).visit(m.tree)
     if prog.model is not None:
         Reach(prog).run(prog.model)
     return hits + prog.hits

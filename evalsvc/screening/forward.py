@@ -28,6 +28,7 @@ from evalsvc.screening.python import (
     seen,
     src,
 )
+from evalsvc.screening.triton import is_kernel
 
 # What forward may use from torch: namespaces, allocation, views, metadata, dtypes, devices, the loader.
 TORCH_OK = {
@@ -378,6 +379,8 @@ class Reach:
 
     def enter(self, q: str, found: tuple[Module, ast.AST], via: tuple[ForwardScan, ast.Call] | None) -> None:
         mod, node = found
+        if is_kernel(node, mod):  # Triton device code: launched, not run by forward (screening.triton)
+            return
         if isinstance(node, ast.ClassDef) and (cls := self.prog.classes.get(q)):
             for name, fn in cls.methods.items():
                 self.add(mod, cls, fn, set(params(fn)[1:]), f"`{node.name}.{name}`")

@@ -19,13 +19,21 @@ NODE_LIMIT = 50_000  # syntax nodes per file; real solutions have a few thousand
 EXT = "@ext"  # resolved-name root of a compiled extension (what load_inline/load returned)
 LOADERS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"}
 ALLOWED_ROOTS = {"torch", "math", "typing", "typing_extensions", "__future__", "dataclasses", "functools",
-                 "enum", "abc", "cuda_extension"}  # fmt: skip
+                 "enum", "abc", "cuda_extension", "triton"}  # fmt: skip
 REFERENCE_MODULES = {"task", "reference", "model", "problem", "ref", "kernelbench", "models"}
 _UNSEEN = "can run work that the timer does not see"
 _GROUPS = [  # (rule, why, names): the first match wins; "x*" is a prefix, "=x" only x itself
     ("", "",
      ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load",
       "=torch.utils.cpp_extension")),
+    # Triton: the kernel language and the decorators that define and launch kernels, nothing of its runtime.
+    ("", "",
+     ("=triton", "triton.jit", "triton.autotune", "triton.Config", "triton.heuristics", "triton.cdiv",
+      "triton.next_power_of_2", "triton.language")),
+    ("forbidden-attribute", "is Triton's benchmarking harness: timing belongs to the judge",
+     ("triton.testing", "triton.runtime.driver.active.get_benchmarker")),
+    ("forbidden-attribute", "reaches Triton's runtime, compiler, cache or knobs, which belong to the harness",
+     ("triton",)),
     ("torch-compile", "hands the work to PyTorch's compiler",
      ("torch.compile", "torch.jit", "torch._dynamo", "torch._inductor")),
     ("concurrency", _UNSEEN + " (threads, processes, side streams)",
