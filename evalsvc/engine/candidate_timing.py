@@ -19,6 +19,7 @@ from evalsvc.core.results import FailureKind, Status, Timings, TimingStats
 from evalsvc.core.stats import summarize
 from evalsvc.engine.cpu_attribution import Attribution, CpuSampler, FileId, SamplerError, file_identity
 from evalsvc.engine.judged_timing import (
+    LibraryExcess,
     Overhead,
     RoundRunner,
     TimingRefused,
@@ -28,6 +29,7 @@ from evalsvc.engine.judged_timing import (
     library_excess,
     process_cpu_ms,
     refuse_disagreement,
+    refuse_library_beside_eager,
     refuse_library_compute,
     time_candidate,
 )
@@ -113,11 +115,12 @@ def where_time_went(
     calls: dict[str, int],
     own: set[FileId],
     timings: Timings,
-) -> None:
+) -> LibraryExcess | None:
     """A candidate whose CPU time per call ran mostly in libraries (MKL inside libtorch_cpu, found by
-    walking memory with no import to screen) or generated code is refused (`library_compute`)."""
+    walking memory with no import to screen) or generated code is refused (`library_compute`); what it
+    spent there is returned, to be held against eager PyTorch's time once that is measured."""
     if not null or not candidate or timings.candidate_judged is None:
-        return
+        return None
     excess = library_excess(null[0], calls.get("null", 0), candidate[0], calls.get("candidate", 0), own)
     timings.candidate_judged.library_share = excess.share
     timings.candidate_judged.sampled = candidate[0].samples
@@ -125,6 +128,18 @@ def where_time_went(
         refuse_library_compute(excess, candidate[0])
     except TimingRefused as e:
         raise Stop(Status(e.status), str(e), rule=e.rule) from None
+    return excess
+
+
+def library_beside_eager(excess: LibraryExcess | None, timings: Timings) -> Stop | None:
+    """After eager PyTorch is timed: a candidate's library time per call against eager's whole call."""
+    if excess is None or timings.eager is None:
+        return None
+    try:
+        refuse_library_beside_eager(excess, timings.eager.median_ms)
+    except TimingRefused as e:
+        return Stop(Status(e.status), str(e), rule=e.rule)
+    return None
 
 
 def refuse_disagreeing(timings: Timings, device: torch.device) -> None:

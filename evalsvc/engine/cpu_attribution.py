@@ -145,6 +145,7 @@ class Attribution:
     exec_changes: int = 0  # executable mappings that appeared or vanished between maps readings
     identities: dict[str, set[FileId]] = field(default_factory=dict)  # path -> identities seen there
     initial: set[FileId] = field(default_factory=set)  # files mapped executable when sampling started
+    period_ms: float = 0.5  # a thread's CPU time per sample
 
     def share(self, predicate: Callable[[str], bool]) -> float:
         """Fraction of all samples in files for which `predicate(path)` holds (0.0 with no samples)."""
@@ -734,4 +735,5 @@ class CpuSampler:
             exec_changes=self._exec_changes,
             identities={name: set(ids) for name, ids in self._ids.items() if name in counts},
             initial=set(self._initial),
+            period_ms=self.period_ns / 1e6,
         )

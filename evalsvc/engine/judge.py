@@ -12,6 +12,7 @@ plausibility.py (roofline, review) and candidate_profile.py (profiler trace, Nsi
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import secrets
@@ -34,6 +35,7 @@ from evalsvc.engine.candidate_timing import (
     attributed,
     calibrate_runner,
     cpu_clock,
+    library_beside_eager,
     own_libraries,
     refuse_disagreeing,
     time_candidate_rounds,
@@ -206,7 +208,9 @@ class Judge:
             progress.info("timing the candidate")
             with self.quiet(), attributed(handle, self.device) as candidate_time:
                 time_candidate_rounds(rounds, policy, rng, overhead, verdict.timings, self.device)
-            where_time_went(null_time, candidate_time, rounds.calls, own, verdict.timings)
+            library = None
+            if not _interpreted(artifact, self.device):  # the interpreter computes in NumPy: library time
+                library = where_time_went(null_time, candidate_time, rounds.calls, own, verdict.timings)
             # after: a library's kernel is that, forged or not
             refuse_disagreeing(verdict.timings, self.device)
             trials.run(n_trials, seeds[-1], candidate_first=True)
@@ -227,9 +231,22 @@ class Judge:
             handle.close()
         progress.info("timing the baselines (eager%s)", ", torch.compile" if options.compile_baseline else "")
         self.baseline_runs.measure(ref, probe_seeds, options, policy, verdict.timings, rng)
+        if (refused := library_beside_eager(library, verdict.timings)) is not None:
+            verdict.status, verdict.message = refused.status, refused.message
+            verdict.findings.append(Finding(rule=refused.rule, message=refused.message))
+            return verdict
         verdict.roofline = self.rooflines.of(ref, probe[0], verdict.timings)
         verdict.review = implausible(self.device, verdict.timings, verdict.roofline, options)
         if verdict.profile is not None:
             with self.quiet(), self.launcher.borrowed_uid() as uid:
                 nsight(verdict.profile, self.device, self.ncu, artifact, ref, probe[0], uid)
         return verdict
+
+
+def _interpreted(artifact: Path, device: torch.device) -> bool:
+    """A Triton artifact on the CPU device: its kernels run in Triton's interpreter (NumPy)."""
+    try:
+        manifest = json.loads((artifact / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return device.type == "cpu" and isinstance(manifest, dict) and manifest.get("format") == "triton"

@@ -356,9 +356,13 @@ MIN_ATTRIBUTED_SAMPLES = 50
 MIN_LIBRARY_SAMPLES = 25  # library samples beyond the null's, over all timed calls: more than sampling noise
 
 
+LIBRARY_EAGER_LIMIT = 0.5  # library CPU time per call beyond the null's, of eager PyTorch's time per call
+
+
 class LibraryExcess(NamedTuple):
     share: float  # of the compute per call the candidate added, in libraries (0..1)
     samples: float  # library samples beyond the null candidate's, over the candidate's timed calls
+    ms_per_call: float = 0.0  # the CPU time those samples stand for, per timed call
 
 
 def library_excess(
@@ -383,7 +387,7 @@ def library_excess(
     added = max(cand_compute - null_compute, cand_compute / 2)
     excess = cand_library - null_library
     share = min(1.0, max(0.0, excess / added))  # sampling noise can put the difference past the added time
-    return LibraryExcess(share, max(0.0, excess) * max(1, cand_calls))
+    return LibraryExcess(share, max(0.0, excess) * max(1, cand_calls), max(0.0, excess) * cand.period_ms)
 
 
 def refuse_library_compute(excess: LibraryExcess, cand: Attribution) -> None:
@@ -399,6 +403,24 @@ def refuse_library_compute(excess: LibraryExcess, cand: Attribution) -> None:
             f"{excess.share:.0%} of the compute per timed call the candidate added to the runner's own ran "
             f"in libraries or generated code, not its own (sampled time by file: {where}): the kernel "
             "must be the solution's own",
+            "library_compute",
+        )
+
+
+def refuse_library_beside_eager(excess: LibraryExcess, eager_ms: float) -> None:
+    """However much own code runs beside it, a library that spends half of what eager PyTorch takes for the
+    whole task per call is doing the task (red team 4: MKL computed 60 of 64 rows while the solution's own
+    slow loop did 4, a share of compute of 0.35-0.38)."""
+    if (
+        excess.samples >= MIN_LIBRARY_SAMPLES
+        and eager_ms > 0
+        and excess.ms_per_call >= LIBRARY_EAGER_LIMIT * eager_ms
+    ):
+        raise TimingRefused(
+            "forbidden",
+            f"the candidate's calls spent {excess.ms_per_call:.3g} ms of CPU time each in libraries or "
+            f"generated code beyond the runner's own, against {eager_ms:.3g} ms for eager PyTorch's whole "
+            "forward: the kernel must be the solution's own",
             "library_compute",
         )
 
