@@ -26,12 +26,50 @@ class SolutionFormat(StrEnum):
     CUDA_AGENT = "cuda_agent"
 
 
-TRITON = "triton"  # a KernelBench file whose ModelNew launches @triton.jit kernels (detected, not declared)
+TRITON = "triton"  # a KernelBench file that launches @triton.jit kernels (detected, not declared)
+
+
+KERNEL_DECORATORS = {"jit", "autotune", "heuristics"}
+
+
+def _imports(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound to the triton module or a submodule, names bound to triton.jit/autotune/heuristics)."""
+    modules: set[str] = set()
+    decorators: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "triton":
+                    modules.add(a.asname or "triton")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "") == "triton":
+            decorators.update(a.asname or a.name for a in node.names if a.name in KERNEL_DECORATORS)
+    return modules, decorators
+
+
+def _is_kernel(fn: ast.FunctionDef | ast.AsyncFunctionDef, modules: set[str], decorators: set[str]) -> bool:
+    for d in fn.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if isinstance(target, ast.Name) and target.id in decorators:
+            return True
+        if (
+            isinstance(target, ast.Attribute)
+            and target.attr in KERNEL_DECORATORS
+            and isinstance(target.value, ast.Name)
+            and target.value.id in modules
+        ):
+            return True
+    return False
 
 
 def imports_triton(files: dict[str, str]) -> bool:
-    """Whether any Python file imports triton: what makes a KernelBench solution a Triton one (before Triton
-    was allowed, such an import was refused, so no other solution has one)."""
+    """Whether a Python file imports triton and defines a `@triton.jit` kernel (under autotune or heuristics
+    too) that its code names somewhere besides the definition (a launch, `kernel[grid](...)`): what makes a
+    KernelBench solution a Triton one. A file that only imports triton, or defines kernels it never names,
+    stays a plain KernelBench solution: it gains nothing that Triton's rules relax (the interpreter, the CPU
+    library check), and the screen refuses Triton's runtime in it all the same. Kernels and the names read
+    are gathered over all the files: a kernel of one file may be launched from another."""
+    kernels: set[str] = set()
+    named: set[str] = set()
     for name, text in files.items():
         if not name.endswith(".py"):
             continue
@@ -39,13 +77,15 @@ def imports_triton(files: dict[str, str]) -> bool:
             tree = ast.parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # the screen refuses it as syntax-error or too-complex
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "triton" for a in node.names):
-                return True
-            module = (node.module or "") if isinstance(node, ast.ImportFrom) and node.level == 0 else ""
-            if module.split(".")[0] == "triton":
-                return True
-    return False
+        modules, decorators = _imports(tree)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and _is_kernel(n, modules, decorators):
+                kernels.add(n.name)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                named.add(n.id)
+            elif isinstance(n, ast.alias):  # `from kernels import relu_kernel`
+                named.add(n.asname or n.name)
+    return bool(kernels & named)
 
 
 def check_relative_path(path: str) -> str:

@@ -523,6 +523,9 @@ class Server:
             except BaseException as e:  # the candidate's own exceptions, SystemExit included
                 tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-4))
                 reply = ErrorReply(ok=False, kind="runtime_error", error=tb[-3000:])
+            if triton_runtime.refused:  # a refused launch stands, whatever the candidate did with the error
+                rule, why = triton_runtime.refused[0]
+                reply = ErrorReply(ok=False, kind="forbidden", error=why, rule=rule)
             send(self.conn, reply, self.arena)
 
 

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
+ARGUMENT_RULE = "triton_argument_not_tensor"
 _seeded: set[str] = set()
+# Why a launch was refused (rule, message), kept so that a candidate catching the exception gains nothing:
+# the runner answers this request and every later one as forbidden with it (runner.serve).
+refused: list[tuple[str, str]] = []
+
+
+class ArgumentRefused(Exception):
+    """A launch's argument was refused (check_arguments); `refused` holds the rule the runner reports."""
 
 
 def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
@@ -56,17 +64,54 @@ def _interpret_language() -> None:
                 setattr(module, attr, InterpretedFunction(value.fn, noinline=value.noinline))
 
 
+def check_arguments(values: Any) -> None:
+    """Every argument of a launch that Triton would treat as a tensor (it has `data_ptr`) must be exactly a
+    torch.Tensor or nn.Parameter: Triton calls `untyped_storage()`, `size()`, `new_empty()`... on it in the
+    copy steps that run untraced, so an object of the solution's own would run its Python (torch compute
+    included) there unseen. Any other object of a class not Python's, torch's or Triton's is refused as well:
+    Triton's `hasattr`, `isinstance` and tuple rebuilding would run its `__getattr__`, `__class__` or
+    `__new__` there. Looked up without running the argument's code (`type`, `inspect.getattr_static`).
+    Tuples are walked as Triton walks them; a TensorDescriptor by its base."""
+    import inspect
+
+    import torch
+
+    missing = object()
+    todo = list(values)
+    while todo:
+        arg = todo.pop()
+        kind = type(arg)
+        if kind is torch.Tensor or kind is torch.nn.Parameter:
+            continue
+        if kind is tuple:
+            todo.extend(arg)
+            continue
+        foreign = any(c.__module__.split(".")[0] not in ("builtins", "torch", "triton") for c in kind.__mro__)
+        if foreign or inspect.getattr_static(arg, "data_ptr", missing) is not missing:
+            why = (
+                f"a Triton kernel was launched with a {kind.__module__}.{kind.__qualname__}: Triton copies "
+                "an argument with `data_ptr` as a tensor, running its methods, so kernel arguments must be "
+                "plain torch.Tensor or nn.Parameter, numbers, strings, None, dtypes or tuples of them"
+            )
+            refused.append((ARGUMENT_RULE, why))
+            raise ArgumentRefused(why)
+        if kind.__name__ == "TensorDescriptor":
+            todo.append(inspect.getattr_static(arg, "base", None))
+
+
 def _untraced_interpreter_views() -> None:
     """Before and after a launch the interpreter moves each argument's storage to a CPU view and back
     (`Tensor.set_`, `UntypedStorage.copy_`): bookkeeping of Triton's, kept out of the runner's operator trace.
-    The kernel's own work runs in NumPy on those views, between the two, where the trace stays on."""
+    The kernel's own work runs in NumPy on those views, between the two, where the trace stays on. Only for
+    plain tensors: the arguments are checked first, traced (check_arguments)."""
     from torch.utils._python_dispatch import _disable_current_modes
     from triton.runtime import interpreter
 
     def untraced(original: Any) -> Any:
-        def run(*args: Any) -> Any:
+        def run(self: Any, args_dev: Any, *rest: Any) -> Any:
+            check_arguments([*args_dev, *(v for r in rest if isinstance(r, dict) for v in r.values())])
             with _disable_current_modes():
-                return original(*args)
+                return original(self, args_dev, *rest)
 
         return run
 

@@ -12,10 +12,13 @@ Python (`check_python`)
 - `concurrency`: threads, processes, signals or side streams run work that the timer does not see.
 - `forbidden-import`: a module outside the allowlist (timers, files, the interpreter, numpy, seeds).
 - `forbidden-attribute`: a name that reaches the harness (timer, allocator, seeds, comparison, exit,
-  files), or an assignment into an imported module (monkeypatching).
+  files), or an assignment into an imported module (monkeypatching); under `triton.language` anything but
+  its public names and the libdevice functions, and Triton's modules used as values.
 - `dynamic-lookup`: eval, exec, getattr by a computed name, `__dict__`, vars(): names out of sight.
 - `caching`: state kept across forward calls (caches keyed by data_ptr/id, counters, deferred work).
 - `tensor-subclass`: a torch.Tensor subclass or `__torch_function__` can defer or fake its values.
+- `undefined-name`: a global name read but bound nowhere in the file and not a builtin (filled in behind
+  the solution's back, as Triton's interpreter does with its own `np`, `inspect`, `triton`).
 - `syntax-error`: the file does not parse; `too-complex`: too large or deep to analyse.
 - `triton-hook` (screening.triton): Python that Triton would run around a launch or the autotuner's
   benchmark (pre/post hooks, do_bench, pruning, launch metadata), or a patched kernel object.
@@ -45,6 +48,7 @@ from evalsvc.screening.forward import Reach
 from evalsvc.screening.native import scan_native
 from evalsvc.screening.python import (
     LOADERS,
+    UNDEFINED_NAME,
     GlobalScan,
     Module,
     Program,
@@ -59,7 +63,7 @@ RULES = frozenset({
     TORCH_COMPUTE_IN_FORWARD, "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
-    "build-evidence", TRITON_HOOK,
+    "build-evidence", TRITON_HOOK, UNDEFINED_NAME,
 })  # fmt: skip
 
 

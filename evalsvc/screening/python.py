@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import symtable
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from evalsvc.screening import triton_names
 
 Hit = tuple[str, str, int, str]  # rule, file, line, why
 
@@ -26,10 +29,11 @@ _GROUPS = [  # (rule, why, names): the first match wins; "x*" is a prefix, "=x" 
     ("", "",
      ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load",
       "=torch.utils.cpp_extension")),
-    # Triton: the kernel language and the decorators that define and launch kernels, nothing of its runtime.
+    # Triton: the decorators that define and launch kernels, nothing of its runtime; the kernel language
+    # (`triton.language.*`) is decided by triton_language_allowed before these.
     ("", "",
      ("=triton", "triton.jit", "triton.autotune", "triton.Config", "triton.heuristics", "triton.cdiv",
-      "triton.next_power_of_2", "triton.language")),
+      "triton.next_power_of_2")),
     ("forbidden-attribute", "is Triton's benchmarking harness: timing belongs to the judge",
      ("triton.testing", "triton.runtime.driver.active.get_benchmarker")),
     ("forbidden-attribute", "reaches Triton's runtime, compiler, cache or knobs, which belong to the harness",
@@ -82,10 +86,56 @@ FRAMES = {"__globals__", "__code__", "__closure__", "__subclasses__", "__class__
           "f_builtins", "f_code", "gi_frame", "tb_frame", "cr_frame"}  # fmt: skip
 NN_MODULE = {"torch.nn.Module", "torch.nn.modules.module.Module"}
 _BUILTINS = set(dir(builtins))
+# Names every module has without binding them (builtins' own __name__, __doc__... are in _BUILTINS).
+MODULE_DUNDERS = {"__file__", "__name__", "__doc__", "__qualname__", "__module__", "__annotations__"}
+UNDEFINED_NAME = "undefined-name"
+TRITON_LANGUAGE = "triton.language"
+_NOT_LANGUAGE = (
+    "is not a public name of Triton's kernel language (`triton.language.__all__`, a libdevice function): "
+    "triton.language's modules re-export builtins, inspect, pkgutil and Triton's knobs"
+)
+# Triton's modules as objects: passed or bound as a value, their attributes are out of the name rules' sight.
+TRITON_MODULES = {"triton", TRITON_LANGUAGE} | {
+    f"{TRITON_LANGUAGE}.{m}"
+    for m in ("extra", "math", "target_info", "extra.libdevice", "extra.cuda", "extra.hip",
+              "extra.cuda.libdevice", "extra.hip.libdevice")
+}  # fmt: skip
+
+
+def triton_language_allowed(q: str) -> bool:
+    """`triton.language.<name>` for a name of its `__all__` (the submodules math and target_info: their
+    public functions only), and the device libraries' functions (`triton.language.extra[.cuda|.hip]
+    .libdevice.<fn>`). Nothing deeper, nothing else: `triton.language.core` re-exports builtins, inspect,
+    math and triton.knobs, `triton.language.extra` pkgutil."""
+    parts = q.split(".")[2:]
+    if not parts:
+        return True
+    head, rest = parts[0], parts[1:]
+    if head not in triton_names.LANGUAGE:
+        return False
+    if not rest:
+        return True
+    if head == "math":
+        return len(rest) == 1 and rest[0] in triton_names.MATH
+    if head == "target_info":
+        return len(rest) == 1 and rest[0] in triton_names.TARGET_INFO
+    if head != "extra":
+        return False
+    libraries = {
+        ("libdevice",): triton_names.LIBDEVICE,
+        ("cuda", "libdevice"): triton_names.CUDA_LIBDEVICE,
+        ("hip", "libdevice"): triton_names.HIP_LIBDEVICE,
+    }
+    path = tuple(rest)
+    if path in libraries or path in (("cuda",), ("hip",)):
+        return True
+    return path[:-1] in libraries and path[-1] in libraries[path[:-1]]
 
 
 def match_rule(q: str) -> tuple[str, str] | None:
     """The (rule, why) for a resolved name, or None when it is allowed."""
+    if q == TRITON_LANGUAGE or q.startswith(TRITON_LANGUAGE + "."):
+        return None if triton_language_allowed(q) else ("forbidden-attribute", _NOT_LANGUAGE)
     for pattern, rule, why in NAME_RULES:
         if pattern.startswith("="):
             hit = q == pattern[1:]
@@ -124,6 +174,7 @@ class Module:
     fname: str
     stem: str
     tree: ast.Module
+    text: str = ""
     aliases: dict[str, str] = field(default_factory=dict)
     defs: dict[str, ast.AST] = field(default_factory=dict)  # module-level functions and classes
     assigned: set[str] = field(default_factory=set)  # every name bound anywhere (shadows builtins)
@@ -211,7 +262,7 @@ def parse_modules(files: Mapping[str, str]) -> tuple[list[Module], list[Hit]]:
                 ("too-complex", fname, 1, f"more than {NODE_LIMIT} syntax nodes, too large to analyse")
             )
             continue
-        mods.append(Module(fname, fname.rsplit("/", 1)[-1].removesuffix(".py"), tree))
+        mods.append(Module(fname, fname.rsplit("/", 1)[-1].removesuffix(".py"), tree, text))
     return mods, hits
 
 
@@ -275,6 +326,31 @@ def _bind(mod: Module, target: ast.AST, value: ast.AST) -> None:
         q = EXT if loader else qual(value, mod)
         if q:
             mod.aliases[target.id] = q
+
+
+def undefined_names(mod: Module) -> dict[str, ast.AST]:
+    """Global names the file reads but binds nowhere (no import, def, class, assignment, loop, with, except
+    or match target, `global` statement) and that are not builtins, each with where it is first read. Such
+    a name can only come from whoever fills the module's globals behind the solution's back (Triton's
+    interpreter copies its own `np`, `inspect`, `triton`... into a kernel's module): no rule resolves it."""
+    top = symtable.symtable(mod.text, mod.fname, "exec")
+    bound = {s.get_name() for s in top.get_symbols() if s.is_local()}
+    read: set[str] = set()
+    todo = [top]
+    while todo:
+        table = todo.pop()
+        todo.extend(table.get_children())
+        for sym in table.get_symbols():
+            if sym.is_declared_global() and (sym.is_assigned() or sym.is_imported() or sym.is_namespace()):
+                bound.add(sym.get_name())
+            if sym.is_referenced() and sym.is_global():
+                read.add(sym.get_name())
+    missing = read - bound - _BUILTINS - MODULE_DUNDERS
+    where: dict[str, ast.AST] = {}
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Name) and node.id in missing and node.id not in where:
+            where[node.id] = node
+    return {name: where.get(name, mod.tree) for name in sorted(missing)}
 
 
 class Program:
@@ -392,6 +468,27 @@ class GlobalScan(ast.NodeVisitor):
             elif node.level == 0 and base.split(".")[0] in ALLOWED_ROOTS:
                 self.name_rule(f"{base}.{a.name}", node)
 
+    def visit_Module(self, node: ast.Module) -> None:
+        try:
+            undefined = undefined_names(self.mod)
+        except SyntaxError as e:  # what ast accepts but the compiler does not (`return` outside a function)
+            self.hit("syntax-error", node, f"the file does not compile: {e.msg}")
+            undefined = {}
+        for name, where in undefined.items():
+            why = (
+                f"`{name}` is read but bound nowhere in the file (no import, def, class or assignment) and "
+                "is not a builtin: it can only come from globals filled behind the solution's back"
+            )
+            self.hit(UNDEFINED_NAME, where, why)
+        self.generic_visit(node)
+
+    def module_as_value(self, q: str, node: ast.AST) -> None:
+        """`f(tl)`, `m = tl.extra`: a Triton module as an object, whose attributes escape the name rules."""
+        parent = self.mod.parents.get(id(node))
+        if q in TRITON_MODULES and not (isinstance(parent, ast.Attribute) and parent.value is node):
+            why = "is used as a value: a Triton module may only be named (`module.name`), where rules see it"
+            self.hit("forbidden-attribute", node, f"{seen(node, q)} {why}")
+
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "Model":
             self.hit("reference-model", node, "the solution names `Model`, the reference model")
@@ -400,6 +497,7 @@ class GlobalScan(ast.NodeVisitor):
         q = resolve_name(node.id, self.mod)
         if q and isinstance(node.ctx, ast.Load):
             self.name_rule(q, node)
+            self.module_as_value(q, node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         chain: ast.AST = node
@@ -413,6 +511,7 @@ class GlobalScan(ast.NodeVisitor):
             self.generic_visit(node)
         elif isinstance(node.ctx, ast.Load):
             self.name_rule(q, node)
+            self.module_as_value(q, node)
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "as_subclass":

@@ -320,6 +320,52 @@ RULE_CASES = [
 ]
 
 
+_TL = "import triton\nimport triton.language as tl\n"
+RULE_CASES += [
+    # triton.language: only its __all__ and the libdevice functions (core and extra re-export modules).
+    ("forbidden-attribute", _TL + "run = tl.core.builtins.exec", "return ext.f(x)"),
+    ("forbidden-attribute", _TL + "npy = tl.extra.pkgutil.resolve_name('numpy')", "return ext.f(x)"),
+    ("forbidden-attribute", _TL + "k = tl.core.knobs", "return ext.f(x)"),
+    ("forbidden-attribute", "from triton.language.core import builtins", "return ext.f(x)"),
+    ("forbidden-attribute", "import triton.language.semantic", "return ext.f(x)"),
+    ("forbidden-attribute", "from triton.language.extra import pkgutil", "return ext.f(x)"),
+    ("forbidden-attribute", _TL + "t = tl.extra.cuda.globaltimer", "return ext.f(x)"),
+    ("forbidden-attribute", _TL + "w = tl.math.wraps", "return ext.f(x)"),
+    ("forbidden-attribute", _TL + "t = tl.load.fn", "return ext.f(x)"),
+    # A Triton module as a value: what a callee does with its attributes is out of the rules' sight.
+    ("forbidden-attribute", _TL + "def g(m):\n    return m.core.builtins", "g(tl)\nreturn ext.f(x)"),
+    ("forbidden-attribute", _TL + "e = tl.extra", "return ext.f(x)"),
+    # A name bound nowhere: globals filled behind the solution's back (Triton's interpreter puts `np` there).
+    ("undefined-name", "", "return np.asarray(x)"),
+    ("undefined-name", "", "inspect.stack()\nreturn ext.f(x)"),
+    ("undefined-name", "def helper(t):\n    return interpreter_builder", "return ext.f(x)"),
+]
+
+TRITON_ALLOWED = [
+    "from triton.language.extra import libdevice\ny = libdevice.exp",
+    "from triton.language.extra.cuda import libdevice\ny = libdevice.tanh",
+    "y = tl.extra.cuda.libdevice.erf",
+    "y = tl.math.exp",
+    "y = (tl.float32, tl.constexpr, tl.program_id, tl.zeros, tl.sum)",
+]
+
+
+@pytest.mark.parametrize("head", TRITON_ALLOWED)
+def test_triton_language_public_names_pass(head: str) -> None:
+    assert _rules(_model("return ext.f(x)", _TL + head)) == set(), head
+
+
+def test_bound_names_are_not_undefined() -> None:
+    head = (
+        "G = 1\nfor I in range(2):\n    pass\nwith open_ctx() if False else None as W:\n    pass\n"
+        "def setter():\n    global LATE\n    LATE = 2\n"
+        "try:\n    pass\nexcept ValueError as E:\n    raise\n"
+        "def open_ctx():\n    return None\nclass K:\n    A = G\n    B = [G for _ in range(1)]\n"
+    )
+    forward = "v = [i for i in range(G)]\nz = (n := 3)\nreturn ext.f(x) if LATE and I and W and K else n"
+    assert "undefined-name" not in _rules(_model(forward, head))
+
+
 @pytest.mark.parametrize(("rule", "head", "forward"), RULE_CASES)
 def test_rule(rule: str, head: str, forward: str) -> None:
     assert rule in _rules(_model(forward, head)), (rule, forward)
