@@ -17,9 +17,15 @@ from pathlib import Path
 from bench.report import write_report
 from evalsvc.cli_files import read_solution
 from evalsvc.core.options import EvalOptions
+from evalsvc.engine.evaluate import LocalPipeline
 from evalsvc.settings import Settings
 from evalsvc.wiring import make_local_pipeline
 from tests.corpus.reader import SCREENS, entries, header, task_for
+
+
+def compile_for(pipe: LocalPipeline, path: Path, device: str) -> None:
+    """With the task: a Triton artifact's kernels are compiled ahead for the inputs it is judged on."""
+    pipe.compiler.compile(read_solution(path), task=task_for(path, device))
 
 
 def main() -> int:
@@ -45,7 +51,7 @@ def main() -> int:
         pipe.compiler.screens = SCREENS[screens]
         group = [s for s in subjects if header(s[0]).get("screens", "on") == screens]
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda s: pipe.compiler.compile(read_solution(s[0])), group))
+            list(pool.map(lambda s: compile_for(pipe, s[0], args.device), group))
     print(f"compiled {len(subjects)} submissions in {time.monotonic() - t0:.0f} s", flush=True)
     opts = EvalOptions(trials=5, timing_budget_s=0.5, compile_baseline=False)
     rows = []
@@ -65,7 +71,7 @@ def main() -> int:
                 "judged_ms": r.timings.candidate_judged.per_call_ms if r.timings.candidate_judged else None,
                 # The judge's clock in full (round and null-round figures): what the timing bound decided on.
                 "judged": r.timings.candidate_judged.model_dump() if r.timings.candidate_judged else None,
-                "message": (r.message or "")[:300],
+                "message": (r.message or "")[: 300 if r.status.value == expect else 3000],
             }
         )
         print(json.dumps(rows[-1]), flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsvc.engine.codec import MAX_MESSAGE_BYTES, Arena, BadMessage, receive, send
-from evalsvc.engine.triton_driver import add_driver, driver_cache
+from evalsvc.engine.triton_driver import add_driver, driver_cache, signatures
 from evalsvc.sandbox.isolation import RUNNER_UIDS, runner_uid, untrusted_file_tail
 from evalsvc.sandbox.memory_bound import oom_kills, prepare_memory_group
 from evalsvc.sandbox.template_env import use_clean_template
@@ -320,8 +321,10 @@ class RunnerLauncher:
         target = handle.scratch / "artifact"
         shutil.copytree(artifact, target)
         kernels = target / TRITON_CACHE
-        if kernels.is_dir() and self.device.startswith("cuda") and (driver := driver_cache()):
-            add_driver(kernels, driver)  # the runner may not run the compiler Triton builds it with
+        if kernels.is_dir() and self.device.startswith("cuda"):  # the runner may not run what Triton runs
+            built = driver_cache(signatures(_traced_signatures(target / "manifest.json")))
+            if built is not None:
+                add_driver(kernels, *built)
         if self.isolate:  # the runner drops to its uid before it reads the artifact: hand the files over
             for path in [target, *target.rglob("*")]:
                 os.chown(path, handle.uid, handle.uid, follow_symlinks=False)
@@ -429,3 +432,12 @@ class RunnerLauncher:
             proc, parent, scratch, self.device, arena, uid, self._free_uid, self.isolate, limit,
             setup.memory_group, killed_before,
         )  # fmt: skip
+
+
+def _traced_signatures(manifest: Path) -> list[str]:
+    """The kernel signatures a Triton artifact's compile stage traced (its manifest, written by the stage)."""
+    try:
+        report = json.loads(manifest.read_text()).get("report") or {}
+        return [str(k.get("signature", "")) for k in (report.get("triton") or {}).get("kernels") or []]
+    except (OSError, ValueError, AttributeError):
+        return []

@@ -100,15 +100,19 @@ class RoundTimer:
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
                 self.flush.fill_(float(k))
             outputs.append(self._timed_call(fn, inputs, around, marks))
+            returned = time.perf_counter()
             # Drawn after the call returned, so nothing the call saw tells a probe from any other call.
             if tick is not None and _PROBES.random() < PROBE_SHARE:
                 ticked = torch.cuda.Event(enable_timing=True)
+                queued_us = (time.perf_counter() - returned) * 1e6
                 tick.fill_(float(k))  # one block: it waits only if the call left the GPU's SMs held
                 ticked.record()
                 changed, tail_us = late_work(outputs[-1])
                 late = late or changed
                 begin, end = marks[-1]
-                probes.append(Probe(tail_us, end.elapsed_time(ticked) * 1e3, begin.elapsed_time(end) * 1e3))
+                # A GPU that ran dry before the tick was queued waited on the host, not on held SMs.
+                gap_us = max(0.0, end.elapsed_time(ticked) * 1e3 - queued_us)
+                probes.append(Probe(tail_us, gap_us, begin.elapsed_time(end) * 1e3))
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
         torch.cuda.synchronize()
@@ -174,7 +178,7 @@ def late_work(out: Any) -> tuple[bool, float]:
 @dataclass(frozen=True)
 class Probe:
     tail_us: float  # how much longer than an idle one the device-wide sync after the call waited
-    gap_us: float  # from the call's `end` to the end of a one-block kernel queued right after it
+    gap_us: float  # from the call's `end` to a one-block kernel queued after it, less the host's delay
     call_us: float  # the call's own time by the events
 
     @property

@@ -82,6 +82,9 @@ class ProcessSandbox:
                 "TMPDIR": scratch,
                 "EVALSVC_SCRATCH": scratch,
                 "LANG": "C.UTF-8",
+                # The build uid has no passwd entry: getpass.getuser() (torch._dynamo at import) reads these.
+                "USER": "evalsvc-build",
+                "LOGNAME": "evalsvc-build",
                 **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
                 **({"CUDA_HOME": os.environ["CUDA_HOME"]} if "CUDA_HOME" in os.environ else {}),
                 **{k: remap(v) for k, v in env.items()},

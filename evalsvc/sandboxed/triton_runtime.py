@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
+HOST_FACTS = "evalsvc-host.json"  # evalsvc.engine.triton_driver.HOST_FACTS, written by the judge's side
 ARGUMENT_RULE = "triton_argument_not_tensor"
 _seeded: set[str] = set()
 # Why a launch was refused (rule, message), kept so that a candidate catching the exception gains nothing:
@@ -45,6 +46,25 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     if seeded.is_dir():
         shutil.copytree(seeded, cache, dirs_exist_ok=True)
         _seeded.update(p.name for p in seeded.iterdir())
+        _host_facts(seeded / HOST_FACTS)
+
+
+def _host_facts(path: Path) -> None:
+    """What Triton would run a program to learn (this process may not): libcuda's directory and the ptxas
+    version that is part of every kernel's cache key, as the judge's side found them (triton_driver.py)."""
+    import json
+
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(facts.get("libcuda_dir"), str):
+        os.environ["TRITON_LIBCUDA_PATH"] = facts["libcuda_dir"]
+    version = facts.get("ptxas_version")
+    if isinstance(version, str):
+        from triton.backends.nvidia import compiler
+
+        compiler.get_ptxas_version = lambda arch=80: version
 
 
 def _interpret_language() -> None:
