@@ -4,8 +4,9 @@ On the CPU device the kernels run in Triton's interpreter (`TRITON_INTERPRET=1`,
 for this solution only): correctness is judged as on a GPU, timing is interpreter time (the judge awards no
 speed from it). On a GPU, Triton's cache directory (TRITON_CACHE_DIR, in the runner's own scratch) is seeded
 with the kernels the compile stage built ahead for this artifact, under Triton's own cache keys, so a launch
-finds its kernel there; `compiled_at_launch` counts the kernels found in the cache that the artifact did
-not bring (compiled by this process at a launch the ahead-of-time trace did not predict).
+finds its kernel there, and with the host modules and facts the judge's side prepared (triton_driver.py).
+A launch the ahead-of-time trace did not predict would need ptxas, which this process may not run: it fails
+as a runtime error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
 HOST_FACTS = "evalsvc-host.json"  # evalsvc.engine.triton_driver.HOST_FACTS, written by the judge's side
 ARGUMENT_RULE = "triton_argument_not_tensor"
-_seeded: set[str] = set()
 # Why a launch was refused (rule, message), kept so that a candidate catching the exception gains nothing:
 # the runner answers this request and every later one as forbidden with it (runner.serve).
 refused: list[tuple[str, str]] = []
@@ -45,7 +45,6 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     seeded = artifact / CACHE
     if seeded.is_dir():
         shutil.copytree(seeded, cache, dirs_exist_ok=True)
-        _seeded.update(p.name for p in seeded.iterdir())
         _host_facts(seeded / HOST_FACTS)
 
 
@@ -156,11 +155,3 @@ def _interpreter_benchmarker() -> None:
         return [times[1], times[0], times[2]]  # the (0.5, 0.2, 0.8) quantiles the autotuner asks for
 
     autotuner.Autotuner.do_bench = property(lambda self: bench)
-
-
-def compiled_at_launch() -> int:
-    """Kernel directories in Triton's cache that the artifact did not bring (compiled in this process)."""
-    cache = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
-    if not cache.is_dir():
-        return 0
-    return sum(1 for p in cache.iterdir() if p.name not in _seeded and any(p.glob("*.cubin")))
