@@ -97,6 +97,7 @@ def main() -> int:
             "message": (r.message or "")[:200],
             "next_honest": after.status.value,
             "next_honest_reward": after.reward,
+            "next_honest_message": (after.message or "")[:1000] if after.status.value != "ok" else "",
             "listener_received": len(received),
             "screens": args.screens,
         }
