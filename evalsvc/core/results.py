@@ -113,6 +113,16 @@ class BaselineCheck(BaseModel):
     )
 
 
+class AutotuneChoice(BaseModel):
+    """A @triton.autotune kernel's tuning at the candidate's first call (never in a timed round), as the
+    candidate's runner reported it: display only, not checked."""
+
+    kernel: str = Field(max_length=200)
+    config: str = Field(max_length=500, description="the chosen config, as Triton prints it")
+    configs: int = Field(ge=0, description="configs benchmarked")
+    tuning_ms: float = Field(ge=0, allow_inf_nan=False, description="wall time of the tuning call")
+
+
 class Timings(BaseModel):
     candidate: TimingStats | None = None
     candidate_judged: JudgedTiming | None = Field(
@@ -136,6 +146,9 @@ class Timings(BaseModel):
         "overhead, fixed input values); shown beside the reward's timing, never used for it",
     )
     eager_graph: TimingStats | None = Field(None, description="the eager reference timed the same way")
+    autotune: list[AutotuneChoice] = Field(
+        default_factory=list, description="Triton: each autotuned kernel's chosen config and tuning time"
+    )
 
 
 class Speedup(BaseModel):

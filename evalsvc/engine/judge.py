@@ -205,6 +205,7 @@ class Judge:
             for t, seed in enumerate(trial_seeds):
                 self.gpu.let_timing_pass()
                 trials.run(t, seed, candidate_first=(t == 0), repeat=(t == 1))
+            verdict.timings.autotune = trials.autotune
             progress.info("timing the candidate")
             with self.quiet(), attributed(handle, self.device) as candidate_time:
                 time_candidate_rounds(rounds, policy, rng, overhead, verdict.timings, self.device)

@@ -112,9 +112,19 @@ class Done(TypedDict):
     ok: Literal[True]
 
 
+class Tuning(TypedDict):
+    """A @triton.autotune kernel tuned during the call (triton_runtime.tuned)."""
+
+    kernel: str
+    config: str
+    configs: int
+    tuning_ms: float
+
+
 class RunReply(TypedDict):
     ok: Literal[True]
     output: Any
+    autotune: NotRequired[list[Tuning]]  # Triton kernels tuned during this call
 
 
 class RoundReply(TypedDict):

@@ -7,7 +7,9 @@ import threading
 from functools import cache, partial
 from typing import Any
 
-from evalsvc.core.results import Correctness, Status, TrialCheck
+from pydantic import ValidationError
+
+from evalsvc.core.results import AutotuneChoice, Correctness, Status, TrialCheck
 from evalsvc.core.tasks import Arithmetic, Precision
 from evalsvc.engine.compare import compare
 from evalsvc.engine.messages import RunRequest
@@ -17,6 +19,7 @@ from evalsvc.engine.runner_session import RunnerSession, Stop, seeded_message
 from evalsvc.engine.taskload import quality_warnings
 
 MAX_POISON_BYTES = 1 << 30
+MAX_TUNINGS = 16  # autotune entries kept per evaluation
 
 
 class TaskQuality:
@@ -49,6 +52,7 @@ class Trials:
         self.ref = ref
         self.correctness = correctness
         self.task_warnings = task_warnings
+        self.autotune: list[AutotuneChoice] = []  # as the runner reported them (display only)
 
     def run(self, t: int, seed: int, candidate_first: bool, repeat: bool = False) -> None:
         """One trial; with `repeat` the candidate also gets the same inputs a second time, so call counting
@@ -65,6 +69,7 @@ class Trials:
         else:
             ref_out = ref.forward(inputs)
             reply = self.session.ask_made(explicit, seeded, size)
+        self.autotune += reported_tunings(reply.get("autotune"))[: MAX_TUNINGS - len(self.autotune)]
         self.check(reply["output"], ref_out, t, candidate_first)
         if t == 0:
             self.check_arithmetic(inputs, ref_out, reply["output"])
@@ -112,3 +117,16 @@ class Trials:
         if not cmp.passed:
             corr.first_failure = t
             raise Stop(Status.INCORRECT, f"trial {t}{context}: {cmp.message}")
+
+
+def reported_tunings(reported: Any) -> list[AutotuneChoice]:
+    """The runner's autotune report, each entry that reads as one (an untrusted reply: others dropped)."""
+    if not isinstance(reported, list):
+        return []
+    choices = []
+    for entry in reported[:MAX_TUNINGS]:
+        try:
+            choices.append(AutotuneChoice.model_validate(entry))
+        except ValidationError:
+            continue
+    return choices

@@ -409,7 +409,10 @@ class Server:
         self._refuse_tampering()
         if _modified(pristine, inputs, self.device):
             raise Forbidden("the candidate modified its input tensors", "inputs_modified")
-        return RunReply(ok=True, output=out)
+        reply = RunReply(ok=True, output=out)
+        if tunings := triton_runtime.take_tuned():
+            reply["autotune"] = tunings
+        return reply
 
     def _round(self, forward: Any, msg: dict[str, Any]) -> dict[str, Any]:
         """A round of timed calls (timing.RoundTimer.run), each on inputs of its own: sent by the judge, or

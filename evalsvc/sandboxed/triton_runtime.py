@@ -17,9 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evalsvc.engine.messages import Tuning
+
 CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
 HOST_FACTS = "evalsvc-host.json"  # evalsvc.engine.triton_driver.HOST_FACTS, written by the judge's side
 ARGUMENT_RULE = "triton_argument_not_tensor"
+MAX_TUNINGS = 16  # reported per call; a solution chooses how many kernels it tunes
+tuned: list[Tuning] = []  # kernels tuned since the last `take_tuned`
 # Why a launch was refused (rule, message), kept so that a candidate catching the exception gains nothing:
 # the runner answers this request and every later one as forbidden with it (runner.serve).
 refused: list[tuple[str, str]] = []
@@ -33,6 +37,7 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     """Before the solution is imported: the interpreter on the CPU, the seeded cache on a GPU."""
     if manifest.get("format") != "triton":
         return
+    _record_tuning()
     if device_type == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # read by @triton.jit when the solution's module runs
         _interpret_language()
@@ -46,6 +51,39 @@ def prepare(manifest: dict[str, Any], artifact: Path, device_type: str) -> None:
     if seeded.is_dir():
         shutil.copytree(seeded, cache, dirs_exist_ok=True)
         _host_facts(seeded / HOST_FACTS)
+
+
+def _record_tuning() -> None:
+    """Each @triton.autotune call that benchmarked its configs (its cache of choices grew) leaves the chosen
+    config and the call's wall time in `tuned`, for the result (display only: this process's word)."""
+    from triton.runtime import autotuner
+
+    original = autotuner.Autotuner.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        before = len(self.cache)
+        start = time.perf_counter()
+        out = original(self, *args, **kwargs)
+        if len(self.cache) > before and len(tuned) < MAX_TUNINGS:
+            fn = getattr(self.fn, "fn", self.fn)
+            tuned.append(
+                Tuning(
+                    kernel=str(getattr(fn, "__name__", "?"))[:200],
+                    config=str(self.best_config)[:500],
+                    configs=len(self.configs),
+                    tuning_ms=(time.perf_counter() - start) * 1e3,
+                )
+            )
+        return out
+
+    autotuner.Autotuner.run = run
+
+
+def take_tuned() -> list[Tuning]:
+    """The tunings since the last call of this, oldest first."""
+    taken = list(tuned)
+    tuned.clear()
+    return taken
 
 
 def _host_facts(path: Path) -> None:

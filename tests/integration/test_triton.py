@@ -56,6 +56,16 @@ def test_honest_triton_relu_is_ok_by_the_interpreter(docker_ready: None) -> None
     assert [k["name"] for k in result["compile"]["triton"]["kernels"]] == ["relu_kernel"]
 
 
+def test_autotuned_kernel_reports_its_chosen_config(docker_ready: None) -> None:
+    result = _eval(CORPUS / "honest" / "triton_relu_autotune.py")
+    assert result["status"] == "ok", result["message"]
+    [tuning] = result["timings"]["autotune"]  # tuned once, at the first call: the key (n) never changes
+    assert tuning["kernel"] == "relu_kernel"
+    assert tuning["configs"] == 2
+    assert "BLOCK: 2048" in tuning["config"] or "BLOCK: 8192" in tuning["config"]
+    assert tuning["tuning_ms"] > 0
+
+
 def test_wrong_triton_relu_is_incorrect(docker_ready: None) -> None:
     result = _eval(CORPUS / "exploits" / "triton_wrong_math.py")
     assert result["status"] == "incorrect", result["message"]
