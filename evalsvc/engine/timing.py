@@ -77,6 +77,7 @@ class RoundTimer:
         self.device = device
         self.cuda = device.type == "cuda"
         self.flush = torch.empty(flush_bytes // 4, dtype=torch.float32, device=device) if self.cuda else None
+        self._ended = 0.0
 
     def run(
         self,
@@ -92,6 +93,8 @@ class RoundTimer:
         late = False
         probes: list[Probe] = []
         tick = torch.zeros(1, device=self.device) if self.cuda else None
+        ticked = torch.cuda.Event(enable_timing=True) if self.cuda else None  # made ahead: no allocation to
+        # run a collection (and a finalizer of the candidate's) between a call and its probe
         for k, inputs in enumerate(sets):
             if self.flush is not None:
                 # No synchronize between the flush and `begin`: the GPU is still flushing (~60 µs for
@@ -100,18 +103,17 @@ class RoundTimer:
                 # µs). As triton's do_bench times; host work between the call's kernels is still counted.
                 self.flush.fill_(float(k))
             outputs.append(self._timed_call(fn, inputs, around, marks))
-            returned = time.perf_counter()
             # Drawn after the call returned, so nothing the call saw tells a probe from any other call.
-            if tick is not None and _PROBES.random() < PROBE_SHARE:
-                ticked = torch.cuda.Event(enable_timing=True)
-                queued_us = (time.perf_counter() - returned) * 1e6
+            if tick is not None and ticked is not None and _PROBES.random() < PROBE_SHARE:
+                queued_us = (time.perf_counter() - self._ended) * 1e6
                 tick.fill_(float(k))  # one block: it waits only if the call left the GPU's SMs held
                 ticked.record()
                 changed, tail_us = late_work(outputs[-1])
                 late = late or changed
                 begin, end = marks[-1]
                 # A GPU that ran dry before the tick was queued waited on the host, not on held SMs.
-                gap_us = max(0.0, end.elapsed_time(ticked) * 1e3 - queued_us)
+                host_us = min(queued_us, MAX_HOST_DELAY_US)
+                gap_us = max(0.0, end.elapsed_time(ticked) * 1e3 - host_us)
                 probes.append(Probe(tail_us, gap_us, begin.elapsed_time(end) * 1e3))
         if not self.cuda:
             return Round([(end - begin) * 1e3 for begin, end in marks], outputs)
@@ -133,6 +135,7 @@ class RoundTimer:
                 begin.record()
                 out = fn(*inputs)
                 end.record()
+                self._ended = time.perf_counter()  # the host's clock when `end` was queued
             else:
                 begin = time.perf_counter()
                 out = fn(*inputs)
@@ -155,6 +158,9 @@ PROBED_ELEMENTS = 4096  # per output tensor
 LATE_TAIL_US = 60.0
 LATE_GAP_US = 20.0
 LATE_TAIL_SHARE = 0.05
+# At most this much of the host's delay between a call's `end` and its probe's one-block kernel is taken
+# off that kernel's gap: a longer delay is the host stalled (a collection, a finalizer), not its launch path.
+MAX_HOST_DELAY_US = 200.0
 _PROBES = random.SystemRandom()
 
 

@@ -42,11 +42,12 @@ _GROUPS = [  # (rule, why, names): the first match wins; "x*" is a prefix, "=x" 
      ("torch.compile", "torch.jit", "torch._dynamo", "torch._inductor")),
     ("concurrency", _UNSEEN + " (threads, processes, side streams)",
      ("torch.multiprocessing", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.current_stream",
-      "torch.cuda.default_stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream", "os.fork*",
+      "torch.cuda.default_stream", "torch.cuda.set_stream", "torch.cuda.ExternalStream", "torch.Stream",
+      "torch.accelerator.set_stream", "torch.accelerator.current_stream", "os.fork*",
       "os.system", "os.popen", "os.spawn*", "os.posix_spawn*", "os.exec*")),
     ("forbidden-attribute", "belongs to the harness's timer",
      ("torch.cuda.Event", "torch.cuda.synchronize", "torch.cuda.set_sync_debug_mode", "torch.profiler",
-      "torch.autograd.profiler")),
+      "torch.autograd.profiler", "torch.Event", "torch.accelerator.synchronize")),
     ("forbidden-attribute", "belongs to the harness's allocator",
      ("torch.cuda.memory*", "torch.cuda.max_memory*", "torch.cuda.empty_cache",
       "torch.cuda.caching_allocator*", "torch.cuda.CUDAGraph", "torch.cuda.graph*")),
@@ -132,8 +133,46 @@ def triton_language_allowed(q: str) -> bool:
     return path[:-1] in libraries and path[-1] in libraries[path[:-1]]
 
 
+# Modules that other modules re-export as attributes (`torch.accelerator.torch` is torch, `torch.cuda.os`
+# is os): a name reached through one is screened as that module's own (red team 5).
+REEXPORTED = frozenset(
+    [
+        "torch",
+        "triton",
+        "os",
+        "sys",
+        "ctypes",
+        "subprocess",
+        "importlib",
+        "builtins",
+        "gc",
+        "inspect",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "socket",
+        "pathlib",
+        "shutil",
+    ]
+)
+SUBMODULES = frozenset(("torch.multiprocessing",))  # real submodules named like one of those
+
+
+def canonical(q: str) -> str:
+    """`q` from its last re-exported module on: `torch.accelerator.torch.cuda.Event` is `torch.cuda.Event`."""
+    parts = q.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in REEXPORTED and ".".join(parts[: i + 1]) not in SUBMODULES:
+            return ".".join(parts[i:])
+    return q
+
+
 def match_rule(q: str) -> tuple[str, str] | None:
-    """The (rule, why) for a resolved name, or None when it is allowed."""
+    """The (rule, why) for a resolved name, or for the name it re-exports; None when both are allowed."""
+    return _match_rule(q) or _match_rule(canonical(q))
+
+
+def _match_rule(q: str) -> tuple[str, str] | None:
     if q == TRITON_LANGUAGE or q.startswith(TRITON_LANGUAGE + "."):
         return None if triton_language_allowed(q) else ("forbidden-attribute", _NOT_LANGUAGE)
     for pattern, rule, why in NAME_RULES:

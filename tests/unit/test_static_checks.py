@@ -335,6 +335,13 @@ RULE_CASES += [
     # A Triton module as a value: what a callee does with its attributes is out of the rules' sight.
     ("forbidden-attribute", _TL + "def g(m):\n    return m.core.builtins", "g(tl)\nreturn ext.f(x)"),
     ("forbidden-attribute", _TL + "e = tl.extra", "return ext.f(x)"),
+    # Modules re-exported as attributes are screened as themselves (red team 5: torch.accelerator.torch).
+    ("forbidden-attribute", "T = torch.accelerator.torch\nsnap = T.cuda.memory_snapshot", "return ext.f(x)"),
+    ("forbidden-attribute", "sync = torch.nn.functional.torch.cuda.synchronize", "return ext.f(x)"),
+    ("concurrency", "run = torch.cuda.os.system", "return ext.f(x)"),
+    ("concurrency", "s = torch.Stream()", "return ext.f(x)"),
+    ("concurrency", "s = torch.accelerator.current_stream()", "return ext.f(x)"),
+    ("forbidden-attribute", "e = torch.Event(enable_timing=True)", "return ext.f(x)"),
     # A name bound nowhere: globals filled behind the solution's back (Triton's interpreter puts `np` there).
     ("undefined-name", "", "return np.asarray(x)"),
     ("undefined-name", "", "inspect.stack()\nreturn ext.f(x)"),
