@@ -112,6 +112,9 @@ class Done(TypedDict):
     ok: Literal[True]
 
 
+MAX_TUNINGS = 16  # autotune entries a reply carries and an evaluation keeps
+
+
 class Tuning(TypedDict):
     """A @triton.autotune kernel tuned during the call (triton_runtime.tuned)."""
 

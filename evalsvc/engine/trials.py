@@ -12,14 +12,13 @@ from pydantic import ValidationError
 from evalsvc.core.results import AutotuneChoice, Correctness, Status, TrialCheck
 from evalsvc.core.tasks import Arithmetic, Precision
 from evalsvc.engine.compare import compare
-from evalsvc.engine.messages import RunRequest
+from evalsvc.engine.messages import MAX_TUNINGS, RunRequest
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.reference import Reference
 from evalsvc.engine.runner_session import RunnerSession, Stop, seeded_message
 from evalsvc.engine.taskload import quality_warnings
 
 MAX_POISON_BYTES = 1 << 30
-MAX_TUNINGS = 16  # autotune entries kept per evaluation
 
 
 class TaskQuality:

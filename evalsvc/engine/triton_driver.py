@@ -25,10 +25,11 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from evalsvc.sandboxed.triton_runtime import HOST_FACTS
+
 log = logging.getLogger(__name__)
 
 BUILD_SECONDS = 180.0
-HOST_FACTS = "evalsvc-host.json"  # evalsvc.sandboxed.triton_runtime.HOST_FACTS
 _SCALAR = r"(?:[iu](?:1|8|16|32|64)|fp8e4nv|fp8e5|fp8e4b15|fp8e4b8|fp8e5b16|fp16|bf16|fp32|fp64)"
 _TYPE = re.compile(rf"\*k?{_SCALAR}|{_SCALAR}|constexpr")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalsvc.engine.messages import Tuning
+from evalsvc.engine.messages import MAX_TUNINGS, Tuning
 
 CACHE = "triton-cache"  # evalsvc.compiler.triton_aot.CACHE: the artifact's copy of Triton's cache
-HOST_FACTS = "evalsvc-host.json"  # evalsvc.engine.triton_driver.HOST_FACTS, written by the judge's side
+HOST_FACTS = "evalsvc-host.json"  # written by the judge's side (evalsvc.engine.triton_driver)
 ARGUMENT_RULE = "triton_argument_not_tensor"
-MAX_TUNINGS = 16  # reported per call; a solution chooses how many kernels it tunes
 tuned: list[Tuning] = []  # kernels tuned since the last `take_tuned`
 # Why a launch was refused (rule, message), kept so that a candidate catching the exception gains nothing:
 # the runner answers this request and every later one as forbidden with it (runner.serve).
