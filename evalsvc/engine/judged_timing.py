@@ -372,8 +372,10 @@ def library_excess(
     that ran in libraries (code in no file counted too). Compute is library and own code: time in the
     runtimes (the interpreter, libc, libm, OpenMP) and the kernel is neither, so a candidate cannot dilute
     the share by burning it (a forge whose Python ran 15 samples per call read 0.2 of all samples, 0.9 of
-    compute), and the runner's own per-call work cancels out with the null's. The added compute is taken
-    as at least half the candidate's, so a kernel that adds little does not turn noise into a share."""
+    compute), and the runner's own per-call work cancels out with the null's, give or take its drift
+    between the two phases (CPU_DRIFT_SLACK of it: making a seeded input on the runner read 13.3-19.0
+    library samples per call from one evaluation to the next, docs/performance.md). The added compute is
+    taken as at least half the candidate's, so a kernel that adds little does not turn noise into a share."""
 
     def per_call(a: Attribution, calls: int) -> tuple[float, float]:
         library = a.samples * library_share(a, set(), own_identities=own, count_anonymous=True)
@@ -385,7 +387,8 @@ def library_excess(
     if cand_compute <= 0:
         return LibraryExcess(0.0, 0.0)
     added = max(cand_compute - null_compute, cand_compute / 2)
-    excess = cand_library - null_library
+    # the runner's own library work per call drifts between the null's phase and the candidate's
+    excess = cand_library - (1 + CPU_DRIFT_SLACK) * null_library
     share = min(1.0, max(0.0, excess / added))  # sampling noise can put the difference past the added time
     return LibraryExcess(share, max(0.0, excess) * max(1, cand_calls), max(0.0, excess) * cand.period_ms)
 

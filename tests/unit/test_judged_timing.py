@@ -25,6 +25,7 @@ from evalsvc.engine.judged_timing import (
     library_excess,
     process_cpu_ms,
     refuse_disagreement,
+    refuse_library_beside_eager,
     refuse_library_compute,
 )
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
@@ -230,6 +231,7 @@ def _attribution(per_call: dict[str, float], calls: int) -> Attribution:
 
 OWN_PATH, OWN_ID = "/scratch/solution.so", (0, 99, 12345)
 INTERPRETER = "[kernel]"  # like the interpreter and the C runtime, neither library nor own code
+LIBTORCH = "/site-packages/torch/lib/libtorch_cpu.so"  # no identity the judge knows: library
 
 
 @pytest.mark.parametrize("burnt", [0.0, 15.0, 60.0])
@@ -260,10 +262,32 @@ def test_an_own_kernel_that_adds_little_keeps_a_small_share() -> None:
     refuse_library_compute(excess, cand)
 
 
+def test_the_runners_own_library_work_drifting_between_phases_is_not_the_candidates() -> None:
+    """The seeded ReLU of CI at 4a83604 (this CPU): the runner's randn read 13.8 library samples per call
+    in the null's phase and 17.1 in the candidate's, beside an own kernel of 2; eager ran 0.838 ms."""
+    null = _attribution({LIBTORCH: 13.8, INTERPRETER: 4.0}, 70)
+    cand = _attribution({LIBTORCH: 17.1, INTERPRETER: 4.0, OWN_PATH: 2.0}, 27)
+    excess = library_excess(null, 70, cand, 27, {OWN_ID})
+    refuse_library_compute(excess, cand)
+    refuse_library_beside_eager(excess, eager_ms=0.838)
+
+
+def test_mkl_beside_a_few_own_rows_is_refused_beside_eager() -> None:
+    """rt4_mkl_diluted_by_own_rows as this CPU sampled it: 4.3-4.7 library samples per call against the
+    null's 0.28-0.35, eager 2.34 ms; its own slow rows keep the share under the limit."""
+    null = _attribution({LIBTORCH: 0.35, INTERPRETER: 2.0}, 70)
+    cand = _attribution({LIBTORCH: 4.3, INTERPRETER: 2.0, OWN_PATH: 6.5}, 30)
+    excess = library_excess(null, 70, cand, 30, {OWN_ID})
+    refuse_library_compute(excess, cand)
+    with pytest.raises(TimingRefused) as refused:
+        refuse_library_beside_eager(excess, eager_ms=2.34)
+    assert refused.value.rule == "library_compute"
+
+
 def test_a_few_library_samples_are_noise_whatever_their_share() -> None:
     """Library samples beyond the null's must add up to more than sampling noise before a share counts."""
     null = _attribution({INTERPRETER: 2.0, ANON: 0.4}, 70)
-    cand = _attribution({INTERPRETER: 6.0, ANON: 0.9, OWN_PATH: 0.1}, 30)
+    cand = _attribution({INTERPRETER: 6.0, ANON: 1.0, OWN_PATH: 0.1}, 30)
     excess = library_excess(null, 70, cand, 30, {OWN_ID})
     assert excess.share > LIBRARY_SHARE_LIMIT and excess.samples < MIN_LIBRARY_SAMPLES
     refuse_library_compute(excess, cand)
