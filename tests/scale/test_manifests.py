@@ -128,7 +128,7 @@ def test_every_manifest_matches_its_schema(version: str) -> None:
             validate(doc, version)
         except jsonschema.ValidationError as e:
             at = ".".join(map(str, e.absolute_path))
-            failures.append(f"{where} {doc['kind']} {doc['metadata'].get('name')}: {at}: {e.message}")
+            failures.append(f"{where} {doc['kind']} {doc.get('metadata', {}).get('name')}: {at}: {e.message}")
         except kubernetes_validate.SchemaNotFoundError as e:
             failures.append(f"{where}: {e.message} (a custom resource needs its schema in {SCHEMAS.name}/)")
     assert failures == []
