@@ -44,16 +44,11 @@ def test_kubernetes_documents_are_complete() -> None:
             assert doc.get("metadata", {}).get("name"), (f, doc.get("kind"))
             kinds.add(doc["kind"])
     assert {"Deployment", "Service", "StatefulSet", "ScaledObject", "ConfigMap", "PrometheusRule"} <= kinds
-    kustomization = _docs(DEPLOY / "kustomization.yaml")[0]
-    listed = {Path(r).name for r in kustomization["resources"]}
-    assert listed == {p.name for p in (DEPLOY / "k8s").glob("*.yaml")}
-    for gen in kustomization["configMapGenerator"]:
-        for file in gen["files"]:
-            assert (DEPLOY / file).is_file(), file
+    # What the kustomization lists, and every manifest's schema: tests/scale/test_manifests.py.
 
 
 def test_gpu_workers_get_one_gpu_each() -> None:
-    (gpu,) = _docs(DEPLOY / "k8s" / "gpu-worker.yaml")
+    (gpu,) = [d for d in _docs(DEPLOY / "k8s" / "gpu-worker.yaml") if d["kind"] == "StatefulSet"]
     pod = gpu["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == 1 and pod["nodeSelector"]
