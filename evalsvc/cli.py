@@ -329,6 +329,21 @@ def submit(
         typer.echo(render_result(view.result) if view.result else f"{view.id}: {view.state.value}")
 
 
+@app.command("prune-artifacts")
+def prune_artifacts_cmd() -> None:
+    """Remove the S3 artifact store's artifacts stored longer ago than EVALSVC_S3_RETENTION_DAYS (7): run it
+    daily (a cron job or a Kubernetes CronJob) where EVALSVC_ARTIFACT_STORE=s3. Exit 3 when the store
+    cannot be reached."""
+    from evalsvc.settings import Settings
+    from evalsvc.wiring import prune_artifacts
+
+    report = prune_artifacts(Settings())
+    typer.echo(
+        f"removed {report.removed_keys} artifact keys and {report.removed_blobs} blobs stored before "
+        f"{report.cutoff:%Y-%m-%d %H:%M:%S} UTC; kept {report.kept} objects"
+    )
+
+
 @app.command("rl-reward-server")
 def rl_reward_server(
     host: str = "127.0.0.1",

@@ -3,7 +3,8 @@ instead of a traceback (`evalsvc --debug ...` shows the traceback).
 
 0: the command ran, whatever the verdict (`gate`: every expectation held); 1: `gate` only, an expectation
 failed; 2: a usage error (bad arguments, an unreadable task, suite or setting); 3: it could not run (a
-device that is not there, the service or Redis out of reach, a sandbox that cannot start, an internal error).
+device that is not there, the service, Redis or the artifact store out of reach, a sandbox that cannot start,
+an internal error).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from evalsvc.core.results import EvaluationResult
 from evalsvc.sandbox.base import SandboxUnavailable
 from evalsvc.sdk import ApiError, RetryPolicy
+from evalsvc.store.artifacts import ArtifactStoreUnavailable
 from evalsvc.suite import SuiteError
 
 OK, FAILED, USAGE, COULD_NOT_RUN = 0, 1, 2, 3
@@ -47,7 +49,7 @@ def require_device(device: str) -> None:
 
 def explain(exc: BaseException) -> tuple[int, list[str]]:
     """The exit code and the lines to print for an exception that ended a command."""
-    if isinstance(exc, CouldNotRun | SandboxUnavailable):
+    if isinstance(exc, CouldNotRun | SandboxUnavailable | ArtifactStoreUnavailable):
         return COULD_NOT_RUN, [f"error: {exc}"]
     if isinstance(exc, httpx.TransportError):
         url = exc.request.url if _has_request(exc) else "the service"

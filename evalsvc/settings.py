@@ -8,7 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +24,12 @@ SECRETS_DIR_VARIABLE = "EVALSVC_SECRETS_DIR"
 class CompileBackend(StrEnum):
     DOCKER = "docker"
     PROCESS = "process"
+
+
+class ArtifactStoreKind(StrEnum):
+    LOCAL = "local"  # data_dir/artifacts: one machine, or a shared disk
+    REDIS = "redis"  # small fleets: artifacts of a few MB in Redis memory
+    S3 = "s3"  # a fleet: an S3-compatible object store (evalsvc/store/s3_artifacts.py)
 
 
 class RunnerIsolation(StrEnum):
@@ -52,7 +58,22 @@ class Settings(BaseSettings):
         description="run Nsight Compute on profiled candidates (uid drop and rlimits, but no network or "
         "mount namespace: ncu's injection needs them); off unless the fleet trusts that",
     )
-    artifact_store: str = Field("local", description="'local' (data_dir) or 'redis'")
+    artifact_store: ArtifactStoreKind = Field(
+        ArtifactStoreKind.LOCAL, description="'local' (data_dir), 'redis' or 's3' (the s3_ settings)"
+    )
+    # the S3-compatible artifact store (artifact_store='s3'); its keys as secret files, like the Redis URL
+    s3_endpoint_url: str | None = Field(None, description="e.g. http://minio:9000; unset: AWS S3 itself")
+    s3_bucket: str = Field("evalsvc-artifacts", description="created by the operator, not by evalsvc")
+    s3_region: str = "us-east-1"
+    s3_access_key_id: SecretStr | None = Field(None, description="unset: boto3's own chain (e.g. a pod role)")
+    s3_secret_access_key: SecretStr | None = None
+    s3_retention_days: float = Field(
+        7.0, gt=0, description="`evalsvc prune-artifacts` removes artifacts stored longer ago than this"
+    )
+    s3_max_object_bytes: int = Field(
+        256 * 1024**2, ge=1, description="the largest packed artifact put or fetched"
+    )
+    s3_timeout_s: float = Field(10.0, gt=0, description="connect and read timeout of one S3 request")
     worker_name: str | None = None
     worker_kind: str = Field("compile", description="'compile' or 'gpu' (set by `evalsvc worker`)")
     worker_queue: str | None = Field(None, description="a GPU worker's own queue, e.g. gpu.<uuid>")

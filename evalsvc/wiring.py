@@ -7,11 +7,15 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalsvc.compiler.stage import Compiler, probe_toolchain
 from evalsvc.sandbox.base import CompileSandbox, SandboxLimits, SandboxUnavailable
-from evalsvc.settings import CompileBackend, RunnerIsolation, Settings
+from evalsvc.settings import ArtifactStoreKind, CompileBackend, RunnerIsolation, Settings
 from evalsvc.store.artifacts import ArtifactStore, LocalArtifactStore, RedisArtifactStore
+
+if TYPE_CHECKING:
+    from evalsvc.store.s3_artifacts import PruneReport, S3ArtifactStore
 
 
 def make_sandbox(settings: Settings) -> tuple[CompileSandbox, str]:
@@ -47,7 +51,41 @@ def make_store(settings: Settings) -> ArtifactStore:
         from evalsvc.redis_clients import plain_redis
 
         return RedisArtifactStore(plain_redis(settings))
+    if settings.artifact_store is ArtifactStoreKind.S3:
+        return make_s3_store(settings)
     return LocalArtifactStore(settings.artifact_dir)
+
+
+def make_s3_store(settings: Settings) -> S3ArtifactStore:
+    """The S3 artifact store, checked: a missing bucket or refused keys are said now, not at an artifact."""
+    from evalsvc.store.s3_artifacts import S3ArtifactStore, s3_client
+
+    key_id, secret = settings.s3_access_key_id, settings.s3_secret_access_key
+    client = s3_client(
+        settings.s3_endpoint_url,
+        settings.s3_region,
+        key_id.get_secret_value() if key_id else None,
+        secret.get_secret_value() if secret else None,
+        settings.s3_timeout_s,
+    )
+    store = S3ArtifactStore(
+        client,
+        settings.s3_bucket,
+        retention_days=settings.s3_retention_days,
+        max_object_bytes=settings.s3_max_object_bytes,
+    )
+    store.check()
+    return store
+
+
+def prune_artifacts(settings: Settings) -> PruneReport:
+    """Remove the artifacts past their retention: the S3 store's, the one that needs it done."""
+    if settings.artifact_store is not ArtifactStoreKind.S3:
+        raise ValueError(
+            f"EVALSVC_ARTIFACT_STORE is {settings.artifact_store.value!r}: only the 's3' store is pruned by "
+            "command (Redis expires artifacts by their TTL; a local store is the operator's directory)"
+        )
+    return make_s3_store(settings).prune()
 
 
 def _pch_ready(d: Path) -> bool:

@@ -1,4 +1,5 @@
-"""Content-addressed artifact stores: a local directory, or Redis so nodes need no shared disk."""
+"""Artifact stores: a local directory, or Redis or an S3-compatible object store (s3_artifacts.py) so nodes
+need no shared disk."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ import tarfile
 import tempfile
 from pathlib import Path
 from typing import Protocol
+
+
+class ArtifactStoreUnavailable(RuntimeError):
+    """The artifact store cannot be reached or refuses this process (endpoint, bucket, credentials)."""
+
+
+def check_key(key: str) -> str:
+    """`key` if it is a plain artifact key (ASCII letters, digits, '_' and '-'), else ValueError."""
+    if not (key.isascii() and key.replace("_", "").replace("-", "").isalnum()):
+        raise ValueError(f"bad artifact key {key!r}")
+    return key
 
 
 class ArtifactStore(Protocol):
@@ -27,9 +39,7 @@ class LocalArtifactStore:
         root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, key: str) -> Path:
-        if not key.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"bad artifact key {key!r}")
-        return self.root / key
+        return self.root / check_key(key)
 
     def has(self, key: str) -> bool:
         return self._path(key).is_dir()
