@@ -13,6 +13,7 @@ import pytest
 from evalsvc.suite import EXAMPLES
 from tests.cli.test_gate import ROOT
 from tests.conftest import TEST_DATA
+from tests.corpus.reader import small_task_path
 
 RELU = EXAMPLES / "l1" / "relu"
 
@@ -24,7 +25,7 @@ def _eval(*extra: str) -> subprocess.CompletedProcess[str]:
         "EVALSVC_COMPILE_BACKEND": "docker",
         "EVALSVC_RUNNER_ISOLATION": "process" if os.geteuid() == 0 else "none",
     }
-    argv = [sys.executable, "-m", "evalsvc.cli", "eval", "--task", str(RELU / "task.py")]
+    argv = [sys.executable, "-m", "evalsvc.cli", "eval", "--task", str(small_task_path("l1/relu"))]
     argv += ["--solution", str(RELU / "cpu_wrong.py"), "--device", "cpu", "--trials", "2", "--budget", "0.2"]
     argv += ["--no-compile-baseline", *extra]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)

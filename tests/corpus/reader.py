@@ -35,10 +35,14 @@ def entries(kind: str, devices: tuple[str, ...]) -> list[Path]:
     return sorted(p for p in found if header(p).get("device", "any") in devices)
 
 
-def small_task(task_id: str) -> TaskSpec:
-    """The CPU-sized copy of a bundled example task (tests/corpus/tasks), else the example itself."""
+def small_task_path(task_id: str) -> Path:
+    """The CPU-sized copy of a bundled example task's file (tests/corpus/tasks), else the example's."""
     small = CORPUS / "tasks" / task_id / "task.py"
-    return read_task(small if small.is_file() else EXAMPLES / task_id / "task.py")
+    return small if small.is_file() else EXAMPLES / task_id / "task.py"
+
+
+def small_task(task_id: str) -> TaskSpec:
+    return read_task(small_task_path(task_id))
 
 
 def task_for(path: Path, device: str) -> TaskSpec:
