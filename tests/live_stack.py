@@ -67,6 +67,10 @@ class LiveStack:
         self.spawn("compile", [*CLI, "worker", "compile", "--concurrency", str(self.compile_concurrency)])
         for name in self.device_workers:
             self.spawn_device_worker(name)
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Until the gateway answers ready (it checks Redis and a live worker); fails if a process exited."""
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             for name, p in self.procs.items():

@@ -231,6 +231,7 @@ class WorkerContext:
             device_class=device_class,
             device=device,
             hostname=socket.gethostname(),
+            name=self.settings.worker_name or socket.gethostname(),
             pid=os.getpid(),
             heartbeat_at=time.time(),
             facts=facts,

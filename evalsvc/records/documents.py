@@ -226,6 +226,7 @@ class WorkerInfo(BaseModel):
     hostname: str
     pid: int
     heartbeat_at: float
+    name: str = Field("", description="the worker's configured name (EVALSVC_WORKER_NAME), else its hostname")
     facts: DeviceFacts | None = Field(None, description="GPU workers: the device as measured at start-up")
     problem: str | None = Field(None, description="why this worker cannot take jobs now (None: it can)")
 

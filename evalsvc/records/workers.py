@@ -38,7 +38,9 @@ class WorkerRegistry:
         """A worker is alive: its key (gone `ttl_s` after its last beat) and, for a device worker, its
         class's last beat (what submissions are checked against, `device_classes`)."""
         pipe = self.r.pipeline(transaction=False)
-        pipe.set(P + "worker:" + info.queue + ":" + info.hostname, info.model_dump_json(), ex=ttl_s)
+        # by name: two compile workers of one host share their queue and hostname, not their name
+        key = P + "worker:" + info.queue + ":" + (info.name or info.hostname)
+        pipe.set(key, info.model_dump_json(), ex=ttl_s)
         if info.kind == "gpu":
             pipe.zadd(DEVICE_CLASSES, {info.device_class: info.heartbeat_at}, gt=True)
             pipe.zremrangebyscore(DEVICE_CLASSES, 0, info.heartbeat_at - DEVICE_CLASS_MEMORY_S)
