@@ -248,7 +248,9 @@ class RoundPlan:
 
     policy: TimingPolicy
     rng: random.Random
+    min_rounds: int = 1  # recorded before the stop rule may fire
     samples_ms: list[float] = field(default_factory=list)
+    _recorded: int = 0
     _tail: int | None = None  # rounds left after the stop rule fired
     _deadline: float = 0.0
 
@@ -276,9 +278,12 @@ class RoundPlan:
 
     def record(self, samples_ms: Sequence[float]) -> None:
         self.samples_ms.extend(samples_ms)
+        self._recorded += 1
 
     def _stop(self) -> bool:
         p, xs = self.policy, self.samples_ms
+        if self._recorded < self.min_rounds:
+            return False
         if len(xs) >= p.max_runs or (xs and time.monotonic() > self._deadline):
             return True
         return precise_enough(xs, p.target_rel_ci, p.min_runs)

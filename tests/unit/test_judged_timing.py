@@ -16,6 +16,7 @@ from evalsvc.core.rewards import MilestoneSchedule, speedup_evidence
 from evalsvc.engine.commitment import chunk, chunk_count, chunk_digest, round_digests
 from evalsvc.engine.cpu_attribution import ANON, Attribution
 from evalsvc.engine.judged_timing import (
+    JUDGED_ROUNDS,
     LIBRARY_SHARE_LIMIT,
     MIN_LIBRARY_SAMPLES,
     Overhead,
@@ -77,6 +78,21 @@ def test_round_plan_draws_sizes_and_a_random_tail() -> None:
         assert all(4 <= n <= 7 for n in sizes)
         tails.add(len(sizes) - 1)
     assert tails == {0, 1, 2}  # the rounds after the stop rule are not predictable
+
+
+def test_the_judges_figure_rests_on_several_rounds() -> None:
+    """The stop rule waits for `min_rounds` rounds however precise the first was (the judge's figure is its
+    fastest round: one round carries any stall into it)."""
+    policy = TimingPolicy(min_runs=1, target_rel_ci=0.5, calls_per_sync=4, extra_calls=0, extra_rounds=0)
+    for min_rounds, expected in ((1, 1), (JUDGED_ROUNDS, JUDGED_ROUNDS)):
+        plan = RoundPlan(policy, random.Random(0), min_rounds=min_rounds)
+        plan.warmup()
+        count = 0
+        for n in plan.rounds():
+            count += 1
+            plan.record([1.0] * n)
+        assert count == expected
+    assert JUDGED_ROUNDS >= 3
 
 
 def test_measure_with_a_rotating_pool() -> None:
