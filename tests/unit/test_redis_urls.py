@@ -4,7 +4,11 @@ message that names the problem and never the password; Kombu gets the same deplo
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+import yaml
 from kombu.utils.url import url_to_parts
 from pydantic import ValidationError
 
@@ -73,3 +77,29 @@ def test_kombu_gets_every_sentinel_the_master_name_and_the_login() -> None:
 
 def test_a_single_redis_is_kombus_redis_transport() -> None:
     assert celery_broker(Settings(redis_url="redis://r:6379/1")) == ("redis://r:6379/1", {})
+
+
+def test_the_deployments_sentinel_urls_name_their_sentinels_and_master() -> None:
+    """Kubernetes: the configured URL names every pod of the sentinels' StatefulSet and the master name
+    their start script monitors; compose: the URL its comment gives names its three sentinel services."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    (config,) = yaml.safe_load_all((deploy / "k8s" / "config.yaml").read_text())
+    target = Settings(redis_url=config["data"]["EVALSVC_REDIS_URL"]).redis_sentinel
+    docs = [d for d in yaml.safe_load_all((deploy / "k8s" / "redis-sentinel.yaml").read_text()) if d]
+    (sentinels,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    (container,) = sentinels["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert target is not None and target.master == env["MASTER_NAME"]
+    service, port = sentinels["spec"]["serviceName"], container["ports"][0]["containerPort"]
+    pods = [
+        f"redis-sentinel-{i}.{service}.evalsvc.svc.cluster.local"
+        for i in range(sentinels["spec"]["replicas"])
+    ]
+    assert target.sentinels == tuple((pod, port) for pod in pods)
+
+    compose_text = (deploy / "docker-compose.yml").read_text()
+    (url,) = re.findall(r"EVALSVC_REDIS_URL=(sentinel://\S+)", compose_text)
+    target = Settings(redis_url=url).redis_sentinel
+    services = yaml.safe_load(compose_text)["services"]
+    assert target is not None and all(host in services for host, _ in target.sentinels)
+    assert f"sentinel monitor {target.master} redis 6379 2" in services["sentinel-1"]["command"][2]
