@@ -11,6 +11,7 @@ Kombu, in its own URL form."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any, TypedDict, TypeVar
 from urllib.parse import quote
 
@@ -37,8 +38,32 @@ def connect(settings: Settings, kind: type[Client], **options: Any) -> Client:
     options |= {"db": target.db, "username": target.username, "password": target.password}
     if kind is redis.asyncio.Redis:
         found = redis.asyncio.sentinel.Sentinel(target.sentinels, **options)
-        return found.master_for(target.master, redis_class=redis.asyncio.Redis)
-    return redis.sentinel.Sentinel(target.sentinels, **options).master_for(target.master)
+        return found.master_for(
+            target.master, redis_class=redis.asyncio.Redis, connection_class=_AsyncFollowingPrimary
+        )
+    found_ = redis.sentinel.Sentinel(target.sentinels, **options)
+    return found_.master_for(target.master, connection_class=_FollowingPrimary)
+
+
+class _FollowingPrimary(redis.sentinel.SentinelManagedConnection):
+    """A connection that asks the sentinels for the primary before every socket connect. redis-py's own
+    reconnects a dropped connection, and retries that, at the address it last had (redis/redis-py#3874):
+    after a failover, the dead primary's, until a worker's two minutes of retries run out (seen in
+    tests/scale/test_sentinel_failover.py: an evaluation stuck 113 s, then failed)."""
+
+    def _connect(self) -> socket.socket:
+        if self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        return super()._connect()
+
+
+class _AsyncFollowingPrimary(redis.asyncio.sentinel.SentinelManagedConnection):
+    """`_FollowingPrimary` for the asyncio client (the same redis-py issue)."""
+
+    async def _connect(self) -> None:
+        if self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        return await super()._connect()
 
 
 def celery_broker(settings: Settings) -> tuple[str, dict[str, str]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,7 @@ pytestmark = pytest.mark.docker
 
 REDELIVERY_S = 8  # a delivered message whose worker went away comes back after this (Kombu's visibility)
 TENANT = "anonymous"  # authentication is off in this stack
+IN_FLIGHT = "evalsvc:probe:in-flight"
 
 
 @pytest.fixture(scope="module")
@@ -170,10 +172,22 @@ def test_primary_killed_under_a_batch_loses_and_doubles_nothing(
     )
     assert read_then_lost["updated_at"] > held_at  # written on the primary alone
 
+    # A worker's command in flight when the primary dies is sent again to the promoted replica (redis-py
+    # alone would reconnect to the dead primary's address: evalsvc.redis_clients._FollowingPrimary).
+    in_flight: dict[str, object] = {}
+    blocked = worker_redis(Settings(redis_url=deployment.url))
+    blocked.ping()
+    waiter = threading.Thread(target=lambda: in_flight.update(got=blocked.blpop(IN_FLIGHT, timeout=20)))
+    waiter.start()
+    wait_until(lambda: blocked_in_blpop(deployment), 60, "the worker's BLPOP to block")
+
     deployment.kill("primary")
     killed, held_for = time.monotonic(), time.time() - held_at
     deployment.relay.cut()
     seconds_to_write = first_write_after(deployment, killed)
+    connect(Settings(redis_url=deployment.url), redis.Redis, socket_timeout=5).rpush(IN_FLIGHT, "after")
+    waiter.join(timeout=300)
+    assert in_flight.get("got") == (IN_FLIGHT.encode(), b"after"), in_flight
     b = wait_until(lambda: accepted(post(batch(b_items, 100), "b")), 300, "the batch accepted again")
     seconds_to_accept = time.monotonic() - killed
     assert deployment.master_port() == deployment.replica_port  # the replica was promoted
@@ -204,6 +218,11 @@ def test_primary_killed_under_a_batch_loses_and_doubles_nothing(
         f"{held_for:.1f} s, all done {recovered - killed:.1f} s "
         "after the kill"
     )
+
+
+def blocked_in_blpop(deployment: SentinelDeployment) -> bool:
+    """A client of the primary waits in BLPOP (Celery's workers wait in BRPOP)."""
+    return any(c.get("cmd") == "blpop" for c in deployment.node(deployment.primary_port).client_list())
 
 
 def accepted(r: httpx.Response) -> httpx.Response | None:
