@@ -30,6 +30,8 @@ FAILOVER_TIMEOUT_MS = 10_000
 # A held link stays up however long a busy machine makes the hold: a replica that dropped it would be in a
 # new handshake at the kill, and the sentinels would promote nothing.
 PATIENT_LINK = ("--repl-timeout", "3600")
+# The primary sends its first full copy at once: Redis waits 5 s by default for more replicas to share it.
+PROMPT_SYNC = ("--repl-diskless-sync-delay", "0")
 PSYNC = b"\r\n$5\r\nPSYNC\r\n"  # a replica asking for the replication stream, as it sends it (RESP)
 
 
@@ -89,8 +91,8 @@ class PrimaryRelay:
     def _pump(
         self, src: socket.socket, dst: socket.socket, to_client: bool, replication: threading.Event
     ) -> None:
-        src.settimeout(0.1)
         try:
+            src.settimeout(0.1)  # in the try: `cut()` may have closed it before this thread ran
             while not self.closed.is_set():
                 try:
                     data = src.recv(65536)
@@ -128,7 +130,7 @@ class SentinelDeployment:
 
     def start(self) -> None:
         primary = redis_command(self.primary_port, self._dir("primary"), fsync="always")
-        self._spawn("primary", [*primary, *PATIENT_LINK])
+        self._spawn("primary", [*primary, *PATIENT_LINK, *PROMPT_SYNC])
         wait_until(lambda: self._answers(self.primary_port), 30, "the primary")
         self.relay = PrimaryRelay(self.primary_port)
         replica = redis_command(self.replica_port, self._dir("replica"), fsync="always")
