@@ -38,11 +38,15 @@ class Enqueuer(Protocol):
 
 
 def make_celery(settings: Settings, include: tuple[str, ...] = ()) -> Celery:
-    """The Celery application both sides configure alike: Redis broker, late acks, prefetch 1, bounded
-    redelivery. The workers pass their task module in `include`; the gateway and the CLI, nothing."""
+    """The Celery application both sides configure alike: Redis broker (one Redis, or the primary through
+    Sentinel), late acks, prefetch 1, bounded redelivery. The workers pass their task module in `include`;
+    the gateway and the CLI, nothing. No result backend: results are records (`evalsvc.records`)."""
     from celery import Celery
 
-    app = Celery("evalsvc", broker=settings.redis_url, include=list(include))
+    from evalsvc.redis_clients import celery_broker
+
+    broker, transport_options = celery_broker(settings)
+    app = Celery("evalsvc", broker=broker, include=list(include))
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -52,7 +56,7 @@ def make_celery(settings: Settings, include: tuple[str, ...] = ()) -> Celery:
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
-        broker_transport_options=redelivery_options(settings.redelivery_after_s),
+        broker_transport_options={**redelivery_options(settings.redelivery_after_s), **transport_options},
         worker_hijack_root_logger=False,
         # A prefork child can be killed when the broker connection drops; a GPU worker's thread cannot:
         # its evaluations run to the end and write their results (Redis retries ride out a restart), and

@@ -4,11 +4,14 @@ start-up."""
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -37,12 +40,70 @@ class RunnerIsolation(StrEnum):
     NONE = "none"  # trusted local development only: no uid drop, no network namespace
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix", "sentinel")
+SENTINEL_PORT = 26379
+SENTINEL_FORM = "sentinel://[[user]:password@]host[:port][,host[:port]...]/<master name>[/<db>]"
+_MASTER_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+@dataclass(frozen=True)
+class RedisSentinel:
+    """A Sentinel URL's parts: where to ask, for which master, and how to log in to it (the password is the
+    Redis servers'; the sentinels are asked without one, as redis-py and Kombu do by default)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def parse_sentinel_url(url: str) -> RedisSentinel:
+    """`SENTINEL_FORM` into its parts; ValueError naming what is wrong (never echoing the password)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sentinel":
+        raise ValueError(f"not a sentinel:// URL; the form is {SENTINEL_FORM}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"a sentinel URL takes no query or fragment; the form is {SENTINEL_FORM}")
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":") if userinfo else ("", "", "")
+    sentinels = tuple(_sentinel_address(h) for h in hostlist.split(","))
+    path = parts.path.split("/")[1:]
+    if not path or not path[0] or len(path) > 2:
+        raise ValueError(f"a sentinel URL names its master after the hosts: {SENTINEL_FORM}")
+    if not _MASTER_NAME.fullmatch(path[0]):
+        raise ValueError(f"master name {path[0]!r}: letters, digits, '.', '_' and '-' only (1 to 128)")
+    db = path[1] if len(path) == 2 else "0"
+    if not re.fullmatch(r"[0-9]{1,6}", db):
+        raise ValueError(f"database {db!r} is not a number; the form is {SENTINEL_FORM}")
+    return RedisSentinel(sentinels, path[0], int(db), unquote(username) or None, unquote(password) or None)
+
+
+def _sentinel_address(text: str) -> tuple[str, int]:
+    if not text:
+        raise ValueError(f"an empty sentinel address (a stray ','?); the form is {SENTINEL_FORM}")
+    try:
+        address = urlsplit("//" + text)
+        host, port = address.hostname, SENTINEL_PORT if address.port is None else address.port
+    except ValueError as e:  # a port out of range or not a number, an unclosed '['
+        raise ValueError(f"sentinel address {text!r}: {e}") from None
+    if not host or not port or address.username is not None or address.path:
+        raise ValueError(f"sentinel address {text!r} is not host[:port]")
+    return host, port
+
+
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="EVALSVC_", env_file=None, extra="ignore")
+    # Inputs stay out of error messages: the Redis URL and the API keys are secrets.
+    model_config = SettingsConfigDict(
+        env_prefix="EVALSVC_", env_file=None, extra="ignore", hide_input_in_errors=True
+    )
 
     device: str = Field("cpu", description="'cpu' or 'cuda' / 'cuda:N' for this worker")
     data_dir: Path = Field(Path("/var/lib/evalsvc"), description="artifacts, precompiled headers, scratch")
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description=f"one Redis (redis://, rediss://, unix://), or a primary via Sentinel: {SENTINEL_FORM}",
+    )
     compile_backend: CompileBackend = CompileBackend.DOCKER
     compile_image: str = "evalsvc-compile:local"
     compile_timeout_s: float = 300.0
@@ -132,6 +193,21 @@ class Settings(BaseSettings):
     )
     log_format: Literal["json", "text"] = Field("json", description="json: one JSON object per line")
     log_level: str = Field("INFO", description="root log level of workers and the gateway")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _known_redis_url(cls, url: str) -> str:
+        scheme = urlsplit(url).scheme
+        if scheme not in REDIS_SCHEMES:
+            raise ValueError(f"scheme {scheme!r} is none of {', '.join(REDIS_SCHEMES)}")
+        if scheme == "sentinel":
+            parse_sentinel_url(url)
+        return url
+
+    @property
+    def redis_sentinel(self) -> RedisSentinel | None:
+        """The Sentinel deployment `redis_url` names; None for a single Redis."""
+        return parse_sentinel_url(self.redis_url) if self.redis_url.startswith("sentinel:") else None
 
     @classmethod
     def settings_customise_sources(

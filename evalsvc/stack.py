@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 import httpx
 
 from evalsvc.observability.prometheus_config import GATEWAY_JOB, WORKERS_JOB, rule_files, scrape_config
-from evalsvc.settings import SECRETS_DIR_VARIABLE
+from evalsvc.settings import SECRETS_DIR_VARIABLE, parse_sentinel_url
 
 log = logging.getLogger("evalsvc.stack")
 
@@ -131,7 +131,11 @@ class Stack:
     def start_redis(self, reuse_foreign: bool = False) -> None:
         """Start a persistent (AOF) Redis in data_dir/redis. One already answering at redis_url is used when
         it is that Redis (an `up` before this one left it running), or with `reuse_foreign`; else refused,
-        since the stack would keep its jobs in somebody else's database."""
+        since the stack would keep its jobs in somebody else's database. A Sentinel URL names a deployment
+        run elsewhere (docs/operations.md): nothing is started."""
+        if urlparse(self.redis_url).scheme == "sentinel":
+            log.info("Redis through Sentinel (%s): the stack starts none", sentinel_hosts(self.redis_url))
+            return
         u = urlparse(self.redis_url)
         host, port = u.hostname or "127.0.0.1", u.port or 6379
         rdir = self.data_dir / "redis"
@@ -262,6 +266,12 @@ class Stack:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(c.proc.pid, signal.SIGKILL)
+
+
+def sentinel_hosts(url: str) -> str:
+    """The sentinels and master a Sentinel URL names, without its password (for a log line)."""
+    target = parse_sentinel_url(url)
+    return ",".join(f"{h}:{p}" for h, p in target.sentinels) + f" master {target.master}"
 
 
 def _redis_dir(url: str) -> str | None:

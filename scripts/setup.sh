@@ -7,12 +7,22 @@ export DEBIAN_FRONTEND=noninteractive
 
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-sentinel >/dev/null || need_apt+=(redis-sentinel) # tests/scale: a Sentinel deployment
 command -v dockerd >/dev/null || need_apt+=(docker.io)
 command -v prometheus >/dev/null || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== apt-get install ${need_apt[*]}"
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # Debian starts (and enables) a system sentinel on port 26379; only its binary is wanted: tests start their own.
+  if [[ " ${need_apt[*]} " == *" redis-sentinel "* ]]; then
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now redis-sentinel >/dev/null 2>&1 || true
+    else
+      service redis-sentinel stop >/dev/null 2>&1 || true
+      update-rc.d redis-sentinel disable >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 
 PY=${PYTHON:-python3}

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import httpx
@@ -35,21 +35,31 @@ def device_worker(queue: str) -> list[str]:
 
 
 class LiveStack:
-    def __init__(self, root: Path, device_workers: dict[str, str], compile_concurrency: int) -> None:
-        """`device_workers`: worker name -> its queue."""
+    def __init__(
+        self,
+        root: Path,
+        device_workers: dict[str, str],
+        compile_concurrency: int,
+        redis_url: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """`device_workers`: worker name -> its queue. `redis_url`: a Redis (or Sentinel deployment) run
+        by the caller; unset, the stack starts its own redis-server. `env`: more EVALSVC_* variables."""
         self.root = root
         self.device_workers = device_workers
         self.compile_concurrency = compile_concurrency
         self.redis_port = free_port()
+        self.own_redis = redis_url is None
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.env = {
             **os.environ,
-            "EVALSVC_REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
+            "EVALSVC_REDIS_URL": redis_url or f"redis://127.0.0.1:{self.redis_port}/0",
             "EVALSVC_DATA_DIR": str(TEST_DATA),
             "EVALSVC_COMPILE_BACKEND": "docker",
             "EVALSVC_COMPILE_TIMEOUT_S": "600",
+            **(env or {}),
         }
 
     def spawn(self, name: str, argv: list[str], **env: str) -> None:
@@ -62,7 +72,8 @@ class LiveStack:
         self.spawn(name, device_worker(self.device_workers[name]), EVALSVC_WORKER_NAME=name)
 
     def start(self) -> None:
-        self.spawn("redis", redis_command(self.redis_port, self.root))
+        if self.own_redis:
+            self.spawn("redis", redis_command(self.redis_port, self.root))
         self.spawn("gateway", [*CLI, "serve", "--port", str(self.port)])
         self.spawn("compile", [*CLI, "worker", "compile", "--concurrency", str(self.compile_concurrency)])
         for name in self.device_workers:

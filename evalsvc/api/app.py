@@ -75,7 +75,11 @@ def _lifespan(settings: Settings, enqueuer: Enqueuer | None) -> Callable[[FastAP
         client = redis_client(settings)
         aclient = async_redis_client(settings)
         app.state.records = Records(
-            client, retention_s=settings.retention_s, idempotency_ttl_s=settings.idempotency_ttl_s
+            client,
+            retention_s=settings.retention_s,
+            idempotency_ttl_s=settings.idempotency_ttl_s,
+            # Sentinel promotes a replica when the primary dies: a submission is acknowledged once one has it
+            replicated=settings.redis_sentinel is not None,
         )
         app.state.canceller = Canceller(app.state.records.jobs)
         app.state.async_redis = aclient  # the rate limit's, and the event streams' subscriptions

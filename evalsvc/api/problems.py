@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from evalsvc.queues import QueueUnavailable
+from evalsvc.records.jobs import NotReplicated
 
 log = logging.getLogger("evalsvc.api")
 
@@ -164,6 +165,8 @@ def _allowed_methods(request: Request) -> list[str]:
 async def _on_redis(request: Request, exc: Exception) -> JSONResponse:
     log.warning("Redis unavailable on %s: %s", request.url.path, exc)
     detail = "the job store (Redis) is unreachable; retry later"
+    if isinstance(exc, NotReplicated):
+        detail = f"the job store (Redis) could not replicate the submission: {exc}"
     headers = retry_after(STORE_RETRY_AFTER_S)
     return _answer(request, 503, "store_unavailable", detail, headers)
 

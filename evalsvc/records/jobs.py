@@ -118,13 +118,29 @@ return 1
 """
 
 
+REPLICA_WAIT_MS = 1000  # replication on one network takes milliseconds; a replica this far behind is away
+REPLICA_MAX_LAG_S = 10  # a replica silent longer (Redis' min-replicas-max-lag default) is not waited for
+REPLICATION_FENCE = P + "replication-fence"  # a counter, written to wait for the replicas (`durable`)
+
+
+class NotReplicated(redis.RedisError):
+    """The primary's replica did not acknowledge the writes in time: a failover now could lose them (a 503;
+    the client retries with its Idempotency-Key, which finds the same job)."""
+
+
 class JobStore:
     def __init__(
-        self, client: redis.Redis, retention_s: int = 7 * 86400, idempotency_ttl_s: int = 86400
+        self,
+        client: redis.Redis,
+        retention_s: int = 7 * 86400,
+        idempotency_ttl_s: int = 86400,
+        replicated: bool = False,
     ) -> None:
+        """`replicated`: a submission is acknowledged once the primary's replica holds it (`durable`)."""
         self.r = client
         self.retention_s = retention_s
         self.idempotency_ttl_s = idempotency_ttl_s
+        self.replicated = replicated
         self._finish = client.register_script(_FINISH)
         self._advance = client.register_script(_ADVANCE)
         self._create = client.register_script(_CREATE)
@@ -187,6 +203,34 @@ class JobStore:
         except redis.exceptions.NoScriptError:
             self.r.script_load(script.script)
             return send()
+
+    def durable(self) -> None:
+        """Return once a replica holds every write made so far, by any client; `NotReplicated` when none
+        does within `REPLICA_WAIT_MS`. Replication is asynchronous: a primary that dies takes the writes
+        its replica had not received yet, and Sentinel promotes that replica. A primary with no replica in
+        sync (none connected, or none heard from for `REPLICA_MAX_LAG_S`: the first seconds after a
+        failover, a replica away) is not waited for: what it acknowledges is on it alone (docs/operations.md).
+        Redis' WAIT counts only its own connection's writes: a fence write on that connection first makes
+        them everyone's (a replayed submission wrote nothing itself, yet its job may be in flight)."""
+        if not self.replicated:
+            return
+        replication = self.r.info("replication")
+        in_sync = [
+            v
+            for k, v in replication.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+            if int(v.get("lag", 0)) <= REPLICA_MAX_LAG_S
+        ]
+        if not in_sync:
+            return
+        pipe = self.r.pipeline(transaction=False)  # one connection for both: WAIT's writes are its own
+        pipe.incr(REPLICATION_FENCE)
+        pipe.wait(1, REPLICA_WAIT_MS)
+        if pipe.execute()[1] < 1:
+            raise NotReplicated(
+                f"the Redis replica did not acknowledge the submission within {REPLICA_WAIT_MS} ms; "
+                "retry with the same Idempotency-Key"
+            )
 
     def mark_queued(self, *job_ids: str) -> None:
         """The jobs' messages are in the queue: they no longer need the orphan sweep."""

@@ -62,3 +62,14 @@ def test_the_stacks_own_redis_is_used_again(tmp_path: Path, caplog: pytest.LogCa
         with caplog.at_level(logging.WARNING, logger="evalsvc.stack"):
             stack.start_redis()
     assert stack.children == [] and "this data dir's" in caplog.text
+
+
+def test_a_sentinel_deployment_is_used_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A Sentinel URL names Redis run elsewhere (docs/operations.md): `up` starts none and says so, without
+    the password."""
+    url = "sentinel://:hunter2@127.0.0.1:26379,127.0.0.1:26380/evalsvc/0"
+    stack = Stack(data_dir=tmp_path / "mine", redis_url=url)
+    with caplog.at_level(logging.INFO, logger="evalsvc.stack"):
+        stack.start_redis()
+    assert stack.children == [] and not (tmp_path / "mine" / "redis").exists()
+    assert "127.0.0.1:26379,127.0.0.1:26380 master evalsvc" in caplog.text and "hunter2" not in caplog.text

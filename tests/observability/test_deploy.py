@@ -64,7 +64,7 @@ def test_gpu_workers_get_one_gpu_each() -> None:
 def test_redis_is_scraped_through_its_exporter() -> None:
     compose = _docs(DEPLOY / "docker-compose.yml")[0]["services"]
     assert compose["redis-exporter"]["environment"]["REDIS_ADDR"] == "redis://redis:6379"
-    (_, sts) = _docs(DEPLOY / "k8s" / "redis.yaml")
+    (sts,) = [d for d in _docs(DEPLOY / "k8s" / "redis.yaml") if d["kind"] == "StatefulSet"]
     template = sts["spec"]["template"]
     (exporter,) = [c for c in template["spec"]["containers"] if c["name"] == "redis-exporter"]
     port = str(exporter["ports"][0]["containerPort"])

@@ -90,6 +90,7 @@ def submit_batch(
     fps = [request_fingerprint(tenant, r) for r in body.evaluations]
     earlier = _replayed(idempotency, batches, jobs, key, fps, tenant)
     if earlier is not None:
+        jobs.durable()  # the first answer may have been a 503 with everything written but not replicated
         return earlier
     refuse_task_code(principal, settings.task_authors, body.evaluations)
     refuse_unserved_classes(workers, settings, body.evaluations, batch=True)
@@ -108,6 +109,7 @@ def submit_batch(
     batch_id, existed = batches.create_batch([j.id for j in members], idempotency_key=key)
     if existed:  # a concurrent request with the same key won the race; answer with its batch
         members = owned_batch(batches, jobs, batch_id, tenant)
+    jobs.durable()  # acknowledged only once a replica holds it (a failover cannot take it)
     response.headers["Location"] = f"/v1/batches/{batch_id}"
     return batch_view(batch_id, members)
 

@@ -120,9 +120,9 @@ def _create(
     key = scoped_key(tenant, "compile", idempotency_key)
     fp = compile_fingerprint(tenant, body.solution)
     job = replayed(idempotency, jobs, key, fp)
-    if job is not None:
-        return job
-    admit(jobs, settings, tenant, 1)
-    job, existed = submit(jobs, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
-    metrics.submitted("compile", existed, tenant)
+    if job is None:
+        admit(jobs, settings, tenant, 1)
+        job, existed = submit(jobs, enqueuer, new_job(JobKind.COMPILE, tenant, body.solution), fp, key)
+        metrics.submitted("compile", existed, tenant)
+    jobs.durable()  # acknowledged only once a replica holds it (a replay too: it may be unreplicated yet)
     return job

@@ -81,6 +81,7 @@ def submit_evaluation(
         task_id = resolve_task(tasks, body, missing, principal.owner)
         job, existed = submit(jobs, enqueuer, evaluation_job(tenant, body, task_id), fp, key)
         metrics.submitted("evaluation", existed, tenant)
+    jobs.durable()  # acknowledged only once a replica holds it (a replay too: it may be unreplicated yet)
     response.headers["Location"] = f"/v1/evaluations/{job.id}"
     return EvaluationView.of(job, deduplicated=existed)
 
