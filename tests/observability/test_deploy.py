@@ -61,6 +61,26 @@ def test_gpu_workers_get_one_gpu_each() -> None:
     assert "--appendonly" in compose["redis"]["command"]
 
 
+def test_no_two_workers_share_a_disk() -> None:
+    """Workers share only Redis (tests/scale/test_roles_apart.py): a named volume mounted by two services,
+    or by a service of several replicas, would be a disk they share."""
+    compose = _docs(DEPLOY / "docker-compose.yml")[0]
+    named = set(compose["volumes"])
+    mounts: dict[str, list[str]] = {}
+    for name, service in compose["services"].items():
+        replicas = service.get("deploy", {}).get("replicas", 1)
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0] if isinstance(volume, str) else volume.get("source", "")
+            if source in named:
+                mounts.setdefault(source, []).extend([name] * replicas)
+    shared = {v: users for v, users in mounts.items() if len(users) > 1}
+    assert not shared, shared
+    workers = [n for n in compose["services"] if "worker" in n]
+    assert len(workers) >= 3 and all(
+        any("/var/lib/evalsvc" in str(v) for v in compose["services"][n]["volumes"]) for n in workers
+    )
+
+
 def test_redis_is_scraped_through_its_exporter() -> None:
     compose = _docs(DEPLOY / "docker-compose.yml")[0]["services"]
     assert compose["redis-exporter"]["environment"]["REDIS_ADDR"] == "redis://redis:6379"
