@@ -58,7 +58,12 @@ class Load:
 class Latencies:
     ms: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # "endpoint: status or exception"
     items: int = 0
+
+    def error(self, name: str, what: object) -> None:
+        self.errors[name] += 1
+        self.kinds[f"{name}: {what}"] += 1
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -69,6 +74,9 @@ class Latencies:
                 "errors": self.errors[name],
                 "p50_ms": round(statistics.median(xs), 2) if xs else None,
                 "p99_ms": round(xs[min(len(xs) - 1, int(0.99 * len(xs)))], 2) if xs else None,
+                "error_kinds": {
+                    k.split(": ", 1)[1]: v for k, v in self.kinds.items() if k.startswith(name + ": ")
+                },
             }
         return out
 
@@ -108,12 +116,12 @@ async def submit(c: httpx.AsyncClient, task_id: str, first: int, n: int, lat: La
             if n == 1
             else c.post("/v1/batches", json={"evaluations": evals})
         )
-    except httpx.HTTPError:
-        lat.errors[name] += 1
+    except httpx.HTTPError as e:
+        lat.error(name, type(e).__name__)
         return None
     lat.ms[name].append((time.perf_counter() - t) * 1e3)
     if resp.status_code >= 300:
-        lat.errors[name] += 1
+        lat.error(name, resp.status_code)
         return None
     lat.items += n
     return str(resp.json()["id"])
@@ -154,12 +162,12 @@ async def poller(c: httpx.AsyncClient, target: str, load: Load, until: float, la
         t = time.perf_counter()
         try:
             resp = await c.get(path, params={"wait": wait}, timeout=wait + 60)
-        except httpx.HTTPError:
-            lat.errors[name] += 1
+        except httpx.HTTPError as e:
+            lat.error(name, type(e).__name__)
             continue
         lat.ms[name].append(max(0.0, (time.perf_counter() - t - wait) * 1e3))
         if resp.status_code != 200:
-            lat.errors[name] += 1
+            lat.error(name, resp.status_code)
 
 
 async def phase(
@@ -318,6 +326,8 @@ def main() -> int:
         if gateway is not None:
             stop_gateway(gateway)
         stack.stop()
+        if any(p["errors"] for p in doc["phases"]):  # why, in the gateway's words
+            doc["gateway_log_tail"] = (data / "logs" / "gateway.log").read_text(errors="replace")[-4000:]
         shutil.rmtree(data, ignore_errors=True)
     doc["loadavg_after"] = os.getloadavg()
     text = report(doc)
