@@ -49,11 +49,11 @@ class Costs:
     gpu_latency_s: float = 0.17  # the rest of one evaluation: 0.48 s one at a time minus 1 / 3.2
     gpu_in_flight: int = 8
     gateway_procs: int = 1
-    gateway_item_s: float = 1.0e-4  # gateway CPU per batch item accepted (this CPU, bench.capacity_load)
-    gateway_tick_item_s: float = 2.0e-5  # gateway CPU per item read on a poll tick (same)
-    redis_submit_s: float = 3.0e-5  # Redis CPU per item submitted (same)
-    redis_tick_item_s: float = 2.0e-6  # Redis CPU per item read on a poll tick (same)
-    redis_worker_s: float = 4.0e-5  # Redis CPU per evaluation on the workers (estimate: ~20 commands)
+    gateway_item_s: float = 3.5e-4  # gateway CPU per batch item accepted (this CPU, bench.capacity_load)
+    gateway_tick_item_s: float = 1.44e-4  # gateway CPU per item read on a batch poll's tick (same)
+    redis_submit_s: float = 7.4e-5  # Redis CPU per item submitted in a batch (same)
+    redis_tick_item_s: float = 5.0e-6  # Redis CPU per item read on a poll tick (same)
+    redis_worker_s: float = 1.43e-3  # Redis CPU per evaluation on the workers: <= 80 commands x 17.9 us
     max_batch: int = 1024  # settings.max_batch, and the judge's chunk
     poll_first_s: float = 0.05  # evalsvc.api.polling.PollPolicy
     poll_max_s: float = 0.25
@@ -208,11 +208,15 @@ def steady_state(gpus: int, hit_rate: float, costs: Costs) -> dict[str, float]:
     """Evaluations per second each stage sustains when the GPUs are fed, and the cores that takes."""
     per_eval_core_s = (1 - hit_rate) * costs.build_cpu_s + hit_rate * costs.cache_hit_s
     evals_per_s = gpus * costs.gpu_rate_per_s
+    n = costs.max_batch
+    tick_s = costs.poll_max_s + n * (costs.gateway_tick_item_s + costs.redis_tick_item_s)  # sleep, then read
     return {
         "evaluations_per_s": evals_per_s,
         "compile_cores": evals_per_s * per_eval_core_s,
-        "gateway_procs_for_submissions": evals_per_s * costs.gateway_item_s,
+        "gateway_cpu_for_submissions": evals_per_s * costs.gateway_item_s,
+        "gateway_cpu_for_one_batch_poll": n * costs.gateway_tick_item_s / tick_s,
         "redis_cpu_for_evaluations": evals_per_s * (costs.redis_submit_s + costs.redis_worker_s),
+        "redis_cpu_for_one_batch_poll": n * costs.redis_tick_item_s / tick_s,
     }
 
 
