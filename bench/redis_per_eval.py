@@ -9,9 +9,11 @@ compile stage, device stage and the broker, per evaluation. The workers' idle tr
 polls), measured over `--idle-s` before the batch, is taken off at its rate; BRPOP (a worker's blocking pop
 while it waits for work) is left out, since busy workers do not send it. Completion is watched with one
 HGET per job per second from this script's own connection, counted and taken off too; INFO itself is left
-out. What stays in is an upper bound: time-driven traffic that only busy workers send (heartbeats over an
-evaluation's wall time, which on this CPU is about a minute and on a GPU a third of a second) counts as
-per-evaluation. No long-polls: a waiting client's ticks are measured by bench/capacity_load.py.
+out. That count is an upper bound: traffic that only busy workers send by the clock (heartbeats over an
+evaluation's wall time, which on this CPU is about a minute and on a GPU a third of a second) stays in.
+So the rate of commands is also measured over `--idle-s` while the device runs the batch's last
+evaluation and nothing else moves, and taken off instead: the second count. No long-polls: a waiting
+client's ticks are measured by bench/capacity_load.py.
 """
 
 from __future__ import annotations
@@ -49,20 +51,47 @@ def snapshot(r: redis.Redis) -> Counter[str]:
     return Counter({k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()})
 
 
-def wait_done(r: redis.Redis, ids: list[str], timeout: float) -> int:
-    """Poll each job's document once a second until all are done; returns the HGETs sent."""
-    sent, deadline = 0, time.monotonic() + timeout
-    left = set(ids)
-    while left:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{len(left)} evaluations not done after {timeout:.0f} s")
-        time.sleep(1)
-        for i in list(left):
-            sent += 1
-            doc = r.hget(job_key(i), "doc")
-            if doc and json.loads(doc)["state"] == "done":
-                left.discard(i)
-    return sent
+class Watch:
+    """Each job's state, read once a second from this script's own connection (the HGETs are counted, to
+    be taken off); while the device runs the batch's last evaluation and nothing else moves, the commands
+    sent over `window_s`: the traffic busy workers send by the clock."""
+
+    def __init__(self, r: redis.Redis, window_s: float) -> None:
+        self.r, self.window_s, self.hgets = r, window_s, 0
+        self.busy: dict[str, float] | None = None
+
+    def states(self, ids: list[str]) -> list[str]:
+        self.hgets += len(ids)
+        docs = [self.r.hget(job_key(i), "doc") for i in ids]
+        return [json.loads(d)["state"] if d else "missing" for d in docs]
+
+    def until_done(self, ids: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (left := [i for i, st in zip(ids, self.states(ids), strict=True) if st != "done"]) != []:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(left)} evaluations not done after {timeout:.0f} s")
+            if self.busy is None and len(left) == 1 and len(ids) > 1 and self.states(left) == ["running"]:
+                self.measure_busy(left[0])
+            time.sleep(1)
+
+    def measure_busy(self, job_id: str) -> None:
+        before = snapshot(self.r)
+        time.sleep(self.window_s)
+        after = snapshot(self.r)
+        if self.states([job_id]) == ["running"]:  # still the one evaluation running: a clean window
+            self.busy = {k: (after[k] - before[k]) / self.window_s for k in after if after[k] != before[k]}
+
+
+def per_evaluation(
+    calls: Counter[str], rate: dict[str, float], wall: float, hgets: int, evals: int
+) -> dict[str, float]:
+    """The batch's commands less `rate` over its wall time and this script's HGETs, per evaluation."""
+    per = {}
+    for k in calls:
+        n = calls[k] - rate.get(k, 0) * wall - (hgets if k == "hget" else 0)
+        if k not in LEFT_OUT and abs(n) > 1e-9:
+            per[k] = round(n / evals, 2)
+    return dict(sorted(per.items(), key=lambda kv: -kv[1]))
 
 
 def measure(
@@ -70,32 +99,38 @@ def measure(
 ) -> dict[str, Any]:
     solution = read_solution(EXAMPLE / "cpu_ok.py")
     first = client.submit(task_id, solution, EvalOptions(**QUICK))
-    wait_done(r, [first.id], timeout)
+    Watch(r, idle_s).until_done([first.id], timeout)
     calls0 = snapshot(r)
     time.sleep(idle_s)
     calls1 = snapshot(r)
     idle = {k: (calls1[k] - calls0[k]) / idle_s for k in calls1 if calls1[k] != calls0[k]}
-    start = time.monotonic()
+    start, watch = time.monotonic(), Watch(r, idle_s)
     reqs = [
         client.submit(task_id, solution, EvalOptions(**{**QUICK, "timing_budget_s": 0.2 + i / 1000}))
         for i in range(evals)
     ]
-    hgets = wait_done(r, [v.id for v in reqs], timeout)
+    watch.until_done([v.id for v in reqs], timeout)
     wall = time.monotonic() - start
     calls2 = snapshot(r)
-    per: dict[str, float] = {}
-    for k in calls2:
-        n = calls2[k] - calls1[k] - idle.get(k, 0) * wall - (hgets if k == "hget" else 0)
-        if k not in LEFT_OUT and abs(n) > 1e-9:
-            per[k] = round(n / evals, 2)
+    batch = Counter({k: calls2[k] - calls1[k] for k in calls2 if calls2[k] != calls1[k]})
+    # the busy window's own INFO calls and HGETs are in `batch`: INFO is left out, the HGETs counted
+    by_idle = per_evaluation(batch, idle, wall, watch.hgets, evals)
+    by_busy = per_evaluation(batch, watch.busy, wall, watch.hgets, evals) if watch.busy else None
     return {
         "evaluations": evals,
         "wall_s": round(wall, 1),
-        "commands_per_evaluation": round(sum(per.values()), 1),
-        "by_command": dict(sorted(per.items(), key=lambda kv: -kv[1])),
-        "idle_commands_per_s": {k: round(v, 2) for k, v in sorted(idle.items()) if k != "info"},
-        "batch_calls": {k: calls2[k] - calls1[k] for k in sorted(calls2) if calls2[k] != calls1[k]},
-        "watch_hgets": hgets,
+        "commands_per_evaluation_less_idle": round(sum(by_idle.values()), 1),
+        "commands_per_evaluation_less_busy": round(sum(by_busy.values()), 1) if by_busy else None,
+        "by_command_less_idle": by_idle,
+        "by_command_less_busy": by_busy,
+        "idle_commands_per_s": {k: round(v, 2) for k, v in sorted(idle.items()) if k not in LEFT_OUT},
+        "busy_commands_per_s": (
+            {k: round(v, 2) for k, v in sorted(watch.busy.items()) if k not in LEFT_OUT}
+            if watch.busy
+            else None
+        ),
+        "batch_calls": dict(sorted(batch.items())),
+        "watch_hgets": watch.hgets,
     }
 
 
