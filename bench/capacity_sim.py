@@ -53,7 +53,7 @@ class Costs:
     gateway_tick_item_s: float = 1.44e-4  # gateway CPU per item read on a batch poll's tick (same)
     redis_submit_s: float = 7.4e-5  # Redis CPU per item submitted in a batch (same)
     redis_tick_item_s: float = 5.0e-6  # Redis CPU per item read on a poll tick (same)
-    redis_worker_s: float = 1.43e-3  # Redis CPU per evaluation on the workers: <= 80 commands x 17.9 us
+    redis_worker_s: float = 1.79e-3  # Redis CPU per evaluation on the workers: <= 100 commands x 17.9 us
     max_batch: int = 1024  # settings.max_batch, and the judge's chunk
     poll_first_s: float = 0.05  # evalsvc.api.polling.PollPolicy
     poll_max_s: float = 0.25
@@ -292,15 +292,16 @@ def main() -> int:
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
+        command = " ".join(["python", "-m", "bench.capacity_sim", *sys.argv[1:]])
         doc = {
-            "argv": sys.argv,
+            "command": command,
             "costs": dataclasses.asdict(costs),
             "cores_per_gpu": CORES_PER_GPU,
             "rows": rows,
             "load_test": load_test_rates(costs),
         }
         (args.out / "capacity.json").write_text(json.dumps(doc, indent=1) + "\n")
-        (args.out / "capacity.md").write_text(f"# Capacity model\n\n`{' '.join(sys.argv)}`\n\n{text}")
+        (args.out / "capacity.md").write_text(f"# Capacity model\n\n`{command}`\n\n{text}")
     return 0
 
 

@@ -106,18 +106,20 @@ def measure(
     idle = {k: (calls1[k] - calls0[k]) / idle_s for k in calls1 if calls1[k] != calls0[k]}
     start, watch = time.monotonic(), Watch(r, idle_s)
     reqs = [
-        client.submit(task_id, solution, EvalOptions(**{**QUICK, "timing_budget_s": 0.2 + i / 1000}))
+        client.submit(task_id, solution, EvalOptions(**{**QUICK, "timing_budget_s": 0.2 + (i + 1) / 1000}))
         for i in range(evals)
     ]
+    jobs = len({v.id for v in reqs} - {first.id})  # distinct new jobs: a duplicate shares one and costs less
     watch.until_done([v.id for v in reqs], timeout)
     wall = time.monotonic() - start
     calls2 = snapshot(r)
     batch = Counter({k: calls2[k] - calls1[k] for k in calls2 if calls2[k] != calls1[k]})
     # the busy window's own INFO calls and HGETs are in `batch`: INFO is left out, the HGETs counted
-    by_idle = per_evaluation(batch, idle, wall, watch.hgets, evals)
-    by_busy = per_evaluation(batch, watch.busy, wall, watch.hgets, evals) if watch.busy else None
+    by_idle = per_evaluation(batch, idle, wall, watch.hgets, jobs)
+    by_busy = per_evaluation(batch, watch.busy, wall, watch.hgets, jobs) if watch.busy else None
     return {
-        "evaluations": evals,
+        "submissions": evals,
+        "evaluations": jobs,
         "wall_s": round(wall, 1),
         "commands_per_evaluation_less_idle": round(sum(by_idle.values()), 1),
         "commands_per_evaluation_less_busy": round(sum(by_busy.values()), 1) if by_busy else None,
