@@ -38,6 +38,7 @@ from evalsvc.engine.messages import TimeGraphRequest
 from evalsvc.engine.profiling import nbytes
 from evalsvc.engine.runner_session import RunnerSession, Stop, seeded_message
 from evalsvc.engine.timing import TimingPolicy, method_name
+from evalsvc.engine.written_code import ExecPages, exec_pages, written_since
 
 log = logging.getLogger("evalsvc.judge")
 
@@ -66,6 +67,28 @@ def calibrate_runner(
         raise Stop(
             Status.INTERNAL_ERROR, f"calibrating the runner failed: {e}", failure=FailureKind.WORKER_ERROR
         ) from None
+
+
+def code_pages(handle: RunnerHandle, device: torch.device) -> ExecPages | None:
+    """The runner's executable pages and how much of each it wrote: on the CPU device, where the library
+    check counts code by the file it came from (on a GPU the kernels are the device's, not host code)."""
+    pid = handle.proc.pid
+    return exec_pages(pid) if device.type == "cpu" and pid is not None else None
+
+
+def refuse_written_code(before: ExecPages | None, handle: RunnerHandle, device: torch.device) -> None:
+    """Machine code written in the runner since the candidate was imported is nobody's build (a library's
+    kernel copied over the solution's own text, code made in anonymous memory)."""
+    after = code_pages(handle, device)
+    if before is None or after is None:
+        return
+    if found := written_since(before, after):
+        raise Stop(
+            Status.FORBIDDEN,
+            f"machine code was written at run time in the runner: {', '.join(found[:4])}; the code that "
+            "runs must be the solution's own, as the compile stage built it",
+            rule="code_written_at_runtime",
+        )
 
 
 @contextmanager

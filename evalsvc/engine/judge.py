@@ -34,10 +34,12 @@ from evalsvc.engine.candidate_profile import nsight, trace
 from evalsvc.engine.candidate_timing import (
     attributed,
     calibrate_runner,
+    code_pages,
     cpu_clock,
     library_beside_eager,
     own_libraries,
     refuse_disagreeing,
+    refuse_written_code,
     time_candidate_rounds,
     time_graph,
     where_time_went,
@@ -198,6 +200,7 @@ class Judge:
             own = own_libraries(handle)
             with self.quiet(), attributed(handle, self.device) as null_time:
                 overhead = calibrate_runner(rounds, policy, rng, self.launcher.settle)
+            code_before = code_pages(handle, self.device)  # before the candidate is imported
             self.gpu.let_timing_pass()
             session.load(ref)
             trial_seeds = seeds[1 : n_trials + 1]
@@ -209,6 +212,7 @@ class Judge:
             progress.info("timing the candidate")
             with self.quiet(), attributed(handle, self.device) as candidate_time:
                 time_candidate_rounds(rounds, policy, rng, overhead, verdict.timings, self.device)
+            refuse_written_code(code_before, handle, self.device)
             library = None
             if not _interpreted(artifact, self.device):  # the interpreter computes in NumPy: library time
                 library = where_time_went(null_time, candidate_time, rounds.calls, own, verdict.timings)
