@@ -187,27 +187,16 @@ class Probe:
     gap_us: float  # from the call's `end` to a one-block kernel queued after it, less the host's delay
     call_us: float  # the call's own time by the events
 
-    def late(self, own_gap_us: float = 0.0) -> bool:
-        """Beyond the bounds; the gap beyond what the runner's own calls showed (`own_gap`) too."""
+    @property
+    def late(self) -> bool:
         share = LATE_TAIL_SHARE * self.call_us
-        return self.tail_us > max(LATE_TAIL_US, share) or self.gap_us > max(LATE_GAP_US, share) + own_gap_us
+        return self.tail_us > max(LATE_TAIL_US, share) or self.gap_us > max(LATE_GAP_US, share)
 
 
-# At most this much of a one-block kernel's gap is taken as the runner's own: the null candidate's probes
-# read 0-48 µs on an H100 (their GPU idle before the tick), where honest kernels' were refused at 32-45 µs.
-MAX_OWN_GAP_US = 100.0
-
-
-def own_gap(null_probes: Sequence[Probe]) -> float:
-    """The largest gap the null candidate's probes showed (the runner's own calls, before the candidate
-    was imported), capped at MAX_OWN_GAP_US."""
-    return min(MAX_OWN_GAP_US, max((p.gap_us for p in null_probes), default=0.0))
-
-
-def tails_left(probes: Sequence[Probe], own_gap_us: float = 0.0) -> int:
+def tails_left(probes: Sequence[Probe]) -> int:
     """How many probes found work left running, where that is most of them and at least three (a host
     hiccup in a sync is not a finding); 0 otherwise."""
-    found = sum(p.late(own_gap_us) for p in probes)
+    found = sum(p.late for p in probes)
     return found if found >= 3 and 2 * found >= len(probes) else 0
 
 

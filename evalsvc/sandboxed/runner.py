@@ -49,7 +49,6 @@ from evalsvc.engine.timing import (
     Probe,
     RoundTimer,
     measure_graph,
-    own_gap,
     tails_left,
     written_late,
 )
@@ -334,7 +333,6 @@ class Server:
         self.null_outputs: list[torch.Tensor] = []  # what the null candidate returns
         self.kept: list[Any] = []  # the last round's outputs, until the judge has checked what it wants
         self.probes: list[Probe] = []  # every probe of the candidate's rounds so far
-        self.null_probes: list[Probe] = []  # the null candidate's: the runner's own gaps
 
     def handle(self, msg: Request) -> Mapping[str, Any]:
         """The judge's request (messages.py), answered; a failure raises (`serve` answers it). A round's
@@ -434,16 +432,16 @@ class Server:
                 "forward returned, so the current stream's events did not time it; " + _ON_CURRENT_STREAM,
                 "side_stream_work",
             )
-        (self.null_probes if msg.get("subject") == "null" else self.probes).extend(done.probes)
-        own_us = own_gap(self.null_probes)
-        if found := tails_left(self.probes, own_us):
+        if msg.get("subject") != "null":
+            self.probes.extend(done.probes)
+        if found := tails_left(self.probes):
             waits = ", ".join(f"{p.tail_us:.0f}/{p.gap_us:.0f}" for p in self.probes)
             raise Forbidden(
                 f"{found} of {len(self.probes)} probed timed calls left work running after forward returned "
                 f"(µs a device-wide sync waited beyond an idle one / µs a one-block kernel queued after the "
-                f"call started late: {waits}; beyond {LATE_TAIL_US:.0f} / {LATE_GAP_US:.0f} µs, the gap "
-                f"beyond the runner's own {own_us:.0f} µs, or {LATE_TAIL_SHARE:.0%} of the call is late "
-                "work), so the events on the current stream did not time it; " + _ON_CURRENT_STREAM,
+                f"call started late: {waits}; beyond {LATE_TAIL_US:.0f} / {LATE_GAP_US:.0f} µs or "
+                f"{LATE_TAIL_SHARE:.0%} of the call is late work), so the events on the current stream did "
+                "not time it; " + _ON_CURRENT_STREAM,
                 "side_stream_work",
             )
         self._refuse_torch_compute()
