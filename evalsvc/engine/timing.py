@@ -105,9 +105,11 @@ class RoundTimer:
             outputs.append(self._timed_call(fn, inputs, around, marks))
             # Drawn after the call returned, so nothing the call saw tells a probe from any other call.
             if tick is not None and ticked is not None and _PROBES.random() < PROBE_SHARE:
-                queued_us = (time.perf_counter() - self._ended) * 1e6
                 tick.fill_(float(k))  # one block: it waits only if the call left the GPU's SMs held
                 ticked.record()
+                # Read once the tick is queued: a GPU gone idle could not start it before its launch
+                # returned (null candidates' gaps read 25-48 µs on an H100 when read before the launch).
+                queued_us = (time.perf_counter() - self._ended) * 1e6
                 changed, tail_us = late_work(outputs[-1])
                 late = late or changed
                 begin, end = marks[-1]
