@@ -13,6 +13,7 @@ import torch
 from evalsvc.core.options import EvalOptions
 from evalsvc.core.results import Status
 from evalsvc.core.tasks import TaskSpec
+from evalsvc.engine.judged_timing import JUDGED_ROUNDS
 from evalsvc.engine.reference import load_message
 from evalsvc.engine.taskload import input_digest, load_task
 from evalsvc.sandbox.isolation import RUNNER_UIDS, SANDBOX_UID, runner_uid
@@ -38,6 +39,8 @@ def test_bundled_cpu_solution_gets_its_verdict(pipeline, case) -> None:  # type:
     if expected is Status.OK:
         assert result.correct and result.reward >= 1
         assert result.timings.candidate is not None and result.timings.eager is not None
+        judged = result.timings.candidate_judged  # the judge's figure rests on several rounds
+        assert judged is not None and judged.rounds >= JUDGED_ROUNDS, judged
         assert result.provenance is not None and len(result.provenance.seeds) >= 4
     else:
         assert result.reward == -1 and not result.correct
