@@ -94,10 +94,11 @@ def _pch_ready(d: Path) -> bool:
 
 def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: str) -> None:
     """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
+    from evalsvc.compiler.fast_path import ready
     from evalsvc.compiler.pch import DEFAULT_FLAGSETS, pch_subdir
     from evalsvc.sandbox.base import Mount
 
-    if all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS):
+    if all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS) and ready(pch_dir):
         return
     logging.getLogger("evalsvc.progress").info(
         "building the precompiled torch headers once, into %s (about 2.3 GB; about 2 minutes on 2 cores)",
