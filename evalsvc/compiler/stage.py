@@ -37,6 +37,7 @@ from evalsvc.compiler.entry import (
 from evalsvc.compiler.flags import check_flags
 from evalsvc.compiler.inline import InlineCall
 from evalsvc.compiler.preprocess import PreprocessError, preprocess
+from evalsvc.compiler.static_capture import static_calls
 from evalsvc.compiler.symbol_screen import screen_objects
 from evalsvc.compiler.toolchain import Toolchain
 from evalsvc.compiler.triton_aot import CACHE as TRITON_CACHE
@@ -233,7 +234,9 @@ class Compiler:
         if solution.format is SolutionFormat.CUDA_AGENT:
             plan = _plan_agent(solution)
         else:
-            calls = self._capture(solution, root, start)
+            # Read from the text where that is exact (static_capture.py), else imported in the sandbox.
+            static = static_calls(solution.files[solution.entry]) if self.fast_path else None
+            calls = static if static is not None else self._capture(solution, root, start)
             if isinstance(calls, CompileOutcome):
                 return calls
             plan = self._plan_inline(calls, allow_vendor_libs)

@@ -7,7 +7,6 @@
 // What is not here fails to compile, and the compile stage then builds the solution as written.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,8 +14,7 @@
 #include <initializer_list>
 #include <cstdio>
 #include <optional>
-#include <stdexcept>
-#include <string>
+#include <exception>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -96,32 +94,49 @@ inline size_t elementSize(ScalarType t) {
 struct alignas(2) Half { uint16_t x; };
 struct alignas(2) BFloat16 { uint16_t x; };
 
-class Error : public std::runtime_error {
+// Messages are built in a fixed buffer: <string> and <stdexcept> alone add a second to every nvcc run.
+struct Message {
+  char text[1024] = {0};
+  size_t len = 0;
+  void add(const char* v) {
+    while (*v && len + 1 < sizeof text) text[len++] = *v++;
+    text[len] = 0;
+  }
+};
+
+class Error : public std::exception {
  public:
-  using std::runtime_error::runtime_error;
-  const char* what_without_backtrace() const noexcept { return what(); }
+  explicit Error(const char* what) { message_.add(what); }
+  explicit Error(const Message& m) : message_(m) {}
+  const char* what() const noexcept override { return message_.text; }
+  const char* what_without_backtrace() const noexcept { return message_.text; }
+
+ private:
+  Message message_;
 };
 class IndexError : public Error { using Error::Error; };
 class ValueError : public Error { using Error::Error; };
 class TypeError : public Error { using Error::Error; };
 
 namespace detail {
-// TORCH_CHECK's message parts (no iostreams: they double a small kernel's compile time).
-inline void put(std::string& s, const char* v) { s += v; }
-inline void put(std::string& s, const std::string& v) { s += v; }
-inline void put(std::string& s, char v) { s += v; }
-inline void put(std::string& s, bool v) { s += v ? "true" : "false"; }
+// TORCH_CHECK's message parts: C strings, std::string (anything with c_str()), numbers, torch's types.
+inline void put(Message& m, const char* v) { m.add(v); }
+inline void put(Message& m, char v) { const char s[2] = {v, 0}; m.add(s); }
+inline void put(Message& m, bool v) { m.add(v ? "true" : "false"); }
 template <typename T>
-typename std::enable_if<std::is_integral<T>::value>::type put(std::string& s, T v) { s += std::to_string(v); }
+typename std::enable_if<std::is_integral<T>::value>::type put(Message& m, T v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%lld", static_cast<long long>(v));
+  m.add(b);
+}
 template <typename T>
-typename std::enable_if<std::is_floating_point<T>::value>::type put(std::string& s, T v) {
+typename std::enable_if<std::is_floating_point<T>::value>::type put(Message& m, T v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", static_cast<double>(v));
-  s += b;
+  m.add(b);
 }
-[[noreturn]] inline void fail(const char* cond, const std::string& msg) {
-  throw Error(msg.empty() ? std::string("Expected ") + cond + " to be true, but got false." : msg);
-}
+template <typename T>
+auto put(Message& m, const T& v) -> decltype(v.c_str(), void()) { m.add(v.c_str()); }
 }  // namespace detail
 
 enum class DeviceType : int8_t { CPU = 0, CUDA = 1 };
@@ -139,11 +154,13 @@ struct Device {
   bool is_cpu() const noexcept { return type_ == DeviceType::CPU; }
   bool operator==(const Device& o) const noexcept { return type_ == o.type_ && index_ == o.index_; }
   bool operator!=(const Device& o) const noexcept { return !(*this == o); }
-  std::string str() const { return (is_cuda() ? "cuda" : "cpu") + (has_index() ? ":" + std::to_string(index_) : ""); }
 };
 namespace detail {
-inline void put(std::string& s, ScalarType v) { s += toString(v); }
-inline void put(std::string& s, const Device& v) { s += v.str(); }
+inline void put(Message& m, ScalarType v) { m.add(toString(v)); }
+inline void put(Message& m, const Device& v) {
+  m.add(v.is_cuda() ? "cuda" : "cpu");
+  if (v.has_index()) { m.add(":"); put(m, static_cast<int>(v.index())); }
+}
 }  // namespace detail
 
 template <typename T>
@@ -166,7 +183,11 @@ class ArrayRef {
   const T& front() const { return data_[0]; }
   const T& back() const { return data_[size_ - 1]; }
   std::vector<T> vec() const { return std::vector<T>(data_, data_ + size_); }
-  bool equals(ArrayRef o) const { return size_ == o.size_ && std::equal(begin(), end(), o.begin()); }
+  bool equals(ArrayRef o) const {
+    if (size_ != o.size_) return false;
+    for (size_t i = 0; i < size_; ++i) if (!(data_[i] == o.data_[i])) return false;
+    return true;
+  }
   bool operator==(ArrayRef o) const { return equals(o); }
   bool operator!=(ArrayRef o) const { return !equals(o); }
 
@@ -176,17 +197,24 @@ class ArrayRef {
 };
 using IntArrayRef = ArrayRef<int64_t>;
 namespace detail {
-inline void put(std::string& s, IntArrayRef a) {
-  s += "[";
-  for (size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + std::to_string(a[i]);
-  s += "]";
+inline void put(Message& m, IntArrayRef a) {
+  m.add("[");
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i) m.add(", ");
+    put(m, a[i]);
+  }
+  m.add("]");
 }
 // After every overload of put: the message's parts are looked up here, not by argument-dependent lookup.
 template <typename... Args>
-std::string str(const Args&... args) {
-  std::string s;
-  (put(s, args), ...);
-  return s;
+Message str(const Args&... args) {
+  Message m;
+  (put(m, args), ...);
+  return m;
+}
+[[noreturn]] inline void fail(const char* cond, const Message& msg) {
+  if (msg.len) throw Error(msg);
+  throw Error(str("Expected ", cond, " to be true, but got false."));
 }
 }  // namespace detail
 
@@ -467,7 +495,7 @@ inline const cudaDeviceProp* getDeviceProperties(int device_index) {
 }  // namespace at
 #define C10_CUDA_CHECK(EXPR) \
   do { const cudaError_t _e = (EXPR); \
-       if (_e != cudaSuccess) throw ::c10::Error(std::string("CUDA error: ") + cudaGetErrorString(_e)); } while (0)
+       if (_e != cudaSuccess) throw ::c10::Error(::c10::detail::str("CUDA error: ", cudaGetErrorString(_e))); } while (0)
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() C10_CUDA_CHECK(cudaGetLastError())
 #define AT_CUDA_CHECK(EXPR) C10_CUDA_CHECK(EXPR)
 #endif
