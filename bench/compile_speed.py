@@ -3,8 +3,9 @@ sources and machine (cold, then a cache hit), and compile throughput with N para
 
     python -m bench.compile_speed --out docs/results/compile-cpu --only l1/relu/cpu_ok.py l1/relu/cuda_ok.py
 
-Cold builds side by side (issue 28): per solution a cold build on the fast path (each `.cu` split so that
-nvcc sees no torch header, evalsvc.compiler.fast_path) and a cold full build, each with an empty store,
+Cold builds side by side (issue 28): per solution a cold build on the fast path (built against the torch
+stand-in, the load_inline calls read from the text where they can be: evalsvc.compiler.fast_path,
+evalsvc.compiler.static_capture) and a cold full build, each with an empty store,
 timed in wall seconds and in CPU-seconds (user + sys of the whole build tree: every process the compile
 stage waited for, from `resource.getrusage(RUSAGE_CHILDREN)`; it counts only with `--backend process`,
 where the sandboxes are this process's children, not Docker's). `--cold-only` runs just these.

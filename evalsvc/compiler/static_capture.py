@@ -159,12 +159,9 @@ class _Reader:
             return {self._value(k): self._value(v) for k, v in zip(node.keys, node.values, strict=True) if k}
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self._value(node.left), self._value(node.right)
-            if (
-                (isinstance(left, str)
-                and isinstance(right, str))
-                or (isinstance(left, list)
-                and isinstance(right, list))
-            ):
+            if isinstance(left, str) and isinstance(right, str):
+                return left + right
+            if isinstance(left, list) and isinstance(right, list):
                 return left + right
         raise _NotStatic
 
