@@ -61,7 +61,8 @@ def cold_build(settings: Settings, solution: Solution, fast_path: bool) -> dict[
         outcome = compiler.compile(solution)
         wall, cpu = time.monotonic() - t, children_cpu_s() - cpu
     report = outcome.report
-    error = "; ".join(str(d) for d in report.diagnostics[:2]) or report.log_excerpt[-300:]
+    # A refusal by the static checks has no build: its message says which rule.
+    error = outcome.message or "; ".join(str(d) for d in report.diagnostics[:2]) or report.log_excerpt[-300:]
     return {
         "status": outcome.status.value,
         "wall_s": round(wall, 2),

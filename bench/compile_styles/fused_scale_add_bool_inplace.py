@@ -1,5 +1,5 @@
-# Style: KernelBench level 2 generated sample "scale + residual add" after a cuBLAS-backed nn.Linear:
-# float scale argument, a bool in_place flag (writes into x and returns it, else a new tensor).
+# Style: KernelBench level 2 generated sample "scale + residual add": float scale argument, a bool in_place
+# flag (writes into x and returns it, else a new tensor).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -37,13 +37,10 @@ scale_add = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features, scaling_factor):
+    def __init__(self, scaling_factor):
         super(ModelNew, self).__init__()
-        self.matmul = nn.Linear(in_features, out_features)
         self.scaling_factor = scaling_factor
         self.scale_add = scale_add
 
-    def forward(self, x):
-        x = self.matmul(x)
-        original_x = x.clone().detach()
-        return self.scale_add.scale_add_cuda(x, original_x, self.scaling_factor, True)
+    def forward(self, x, residual):
+        return self.scale_add.scale_add_cuda(x.contiguous(), residual.contiguous(), self.scaling_factor, False)

@@ -37,12 +37,10 @@ tanh_scale = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, in_features, out_features, scale):
+    def __init__(self, scale):
         super(ModelNew, self).__init__()
-        self.linear = nn.Linear(in_features, out_features)
         self.scale = scale
         self.tanh_scale = tanh_scale
 
     def forward(self, x):
-        x = self.linear(x)
         return self.tanh_scale.tanh_scale_cuda(x.contiguous(), float(self.scale))

@@ -1,5 +1,5 @@
 # Style: KernelBench level 1 "MSELoss" generated sample: block reduction then atomicAdd into a
-# torch::zeros({1}, ...) accumulator, divided on the host and returned as a 0-d tensor via squeeze().
+# torch::zeros({1}, ...) accumulator, a one-thread kernel for the mean, returned as a 0-d tensor via squeeze().
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -25,6 +25,8 @@ __global__ void mse_kernel(const float* __restrict__ pred, const float* __restri
     if (tid == 0) atomicAdd(acc, cache[0]);
 }
 
+__global__ void divide_kernel(float* acc, int n) { acc[0] /= (float)n; }
+
 torch::Tensor mse_loss_cuda(torch::Tensor predictions, torch::Tensor targets) {
     TORCH_CHECK(predictions.numel() == targets.numel(), "size mismatch");
     auto acc = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(predictions.device()));
@@ -32,7 +34,8 @@ torch::Tensor mse_loss_cuda(torch::Tensor predictions, torch::Tensor targets) {
     int threads = 256;
     int blocks = std::min((n + threads - 1) / threads, 1024);
     mse_kernel<<<blocks, threads>>>(predictions.data_ptr<float>(), targets.data_ptr<float>(), acc.data_ptr<float>(), n);
-    return (acc / n).squeeze();
+    divide_kernel<<<1, 1>>>(acc.data_ptr<float>(), n);
+    return acc.squeeze();
 }
 """
 

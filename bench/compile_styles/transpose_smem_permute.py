@@ -1,5 +1,5 @@
-# Style: KernelBench level 1 generated sample for a transpose-heavy op: a 32x33 shared-memory tile transpose
-# kernel, the host using x.permute / x.t() / x.contiguous() and x.stride() checks.
+# Style: KernelBench level 1 generated sample for a transpose op: a 32x33 shared-memory tile transpose
+# kernel, host code with x.stride() checks, x.contiguous(), x.select() per batch, two functions.
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -34,23 +34,32 @@ torch::Tensor transpose_2d(torch::Tensor in) {
     return out;
 }
 
-torch::Tensor matmul_transposed_b(torch::Tensor a, torch::Tensor b) {
-    // a @ b.T with b given row-major: materialise b.T once through the kernel, then permute back for the caller
-    auto bt = transpose_2d(b);
-    return bt.t().permute({1, 0}).contiguous();
+torch::Tensor transpose_last2(torch::Tensor x) {
+    // (B, R, C) -> (B, C, R): one 2D transpose per batch entry through select() views
+    TORCH_CHECK(x.dim() == 3, "expected 3D");
+    auto xc = x.contiguous();
+    auto out = torch::empty({x.size(0), x.size(2), x.size(1)}, x.options());
+    for (int64_t b = 0; b < x.size(0); ++b) {
+        auto src = xc.select(0, b);
+        auto dst = out.select(0, b);
+        dim3 block(TILE_DIM, BLOCK_ROWS);
+        dim3 grid((src.size(1) + TILE_DIM - 1) / TILE_DIM, (src.size(0) + TILE_DIM - 1) / TILE_DIM);
+        transpose_kernel<<<grid, block>>>(src.data_ptr<float>(), dst.data_ptr<float>(), src.size(0), src.size(1));
+    }
+    return out;
 }
 """
 
 transpose_cpp = """
 torch::Tensor transpose_2d(torch::Tensor in);
-torch::Tensor matmul_transposed_b(torch::Tensor a, torch::Tensor b);
+torch::Tensor transpose_last2(torch::Tensor x);
 """
 
 transpose_ext = load_inline(
     name="styles_transpose_smem",
     cpp_sources=transpose_cpp,
     cuda_sources=transpose_source,
-    functions=["transpose_2d", "matmul_transposed_b"],
+    functions=["transpose_2d", "transpose_last2"],
     verbose=False,
 )
 
@@ -59,5 +68,7 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
-    def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(transpose_ext.transpose_2d(A.t()), B)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            return transpose_ext.transpose_2d(x)
+        return transpose_ext.transpose_last2(x)

@@ -1,5 +1,5 @@
 # Style: KernelBench level 2 generated sample written against the at:: namespace (<ATen/ATen.h>, at::Tensor,
-# at::empty_like) returning std::tuple<at::Tensor, at::Tensor> (min and max along the last dim).
+# at::empty) returning std::tuple<at::Tensor, at::Tensor> (range and max along the last dim).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -15,7 +15,7 @@ __global__ void row_minmax_kernel(const float* __restrict__ x, float* __restrict
     const float* p = x + (size_t)r * cols;
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int c = 0; c < cols; ++c) { lo = fminf(lo, p[c]); hi = fmaxf(hi, p[c]); }
-    mn[r] = lo;
+    mn[r] = hi - lo;
     mx[r] = hi;
 }
 
@@ -49,5 +49,5 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        mn, mx = minmax.row_minmax(x)
-        return mx - mn
+        value_range, _ = minmax.row_minmax(x)
+        return value_range

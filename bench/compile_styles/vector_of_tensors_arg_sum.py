@@ -47,10 +47,8 @@ sum_list = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, num_layers: int, channels: int):
+    def __init__(self):
         super().__init__()
-        self.convs = nn.ModuleList(nn.Conv2d(channels, channels, 3, padding=1) for _ in range(num_layers))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        feats = [conv(x) for conv in self.convs]
-        return sum_list.sum_list_cuda(feats)
+    def forward(self, *features: torch.Tensor) -> torch.Tensor:
+        return sum_list.sum_list_cuda(list(features))
