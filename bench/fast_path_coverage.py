@@ -111,6 +111,69 @@ def _table(rows: list[dict[str, object]], full: dict[str, dict[str, object]]) ->
     return lines
 
 
+def write_report(
+    rows: list[dict[str, object]], full: dict[str, dict[str, object]], out: Path, how: str
+) -> None:
+    """The share on the fast path per group, the full-build mismatches and the table, as .md and .json."""
+    share = {}
+    for group in GROUPS:
+        members = [r for r in rows if r["group"] == group]
+        on = sum(bool(r["fast_path"]) for r in members)
+        # Refused before any build (static checks, flag policy): fast_path is None, no build to take.
+        built = sum(r["fast_path"] is not None for r in members)
+        share[group] = {
+            "solutions": len(members),
+            "built": built,
+            "fast_path": on,
+            "share": round(on / len(members), 3) if members else None,
+            "share_of_built": round(on / built, 3) if built else None,
+        }
+    mismatches = [
+        {
+            "solution": name,
+            "fast_path_status": next(r["status"] for r in rows if r["solution"] == name),
+            "full_status": f["status"],
+        }
+        for name, f in full.items()
+        if f["status"] != next(r["status"] for r in rows if r["solution"] == name)
+    ]
+    summary = {"share": share, "full_checked": len(full), "status_mismatches": mismatches}
+    lines = [
+        f"# Fast path coverage ({os.uname().nodename}, {os.cpu_count()} CPUs, backend process, {how})",
+        "",
+        "| group | solutions | reached a build | on the fast path | share | share of those built |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {g} | {s['solutions']} | {s['built']} | {s['fast_path']} | {s['share']} | {s['share_of_built']} |"
+            for g, s in share.items()
+        ],
+        "",
+        f"Fast-path status vs full build, {len(full)} checked: "
+        + (json.dumps(mismatches) if mismatches else "no mismatch"),
+        "",
+        *_table(rows, full),
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (out / "fast_path_coverage.md").write_text(text)
+    (out / "fast_path_coverage.json").write_text(
+        json.dumps({"rows": rows, "full_check": list(full.values()), "summary": summary}, indent=1)
+    )
+
+
+def from_log(log: Path, out: Path, how: str) -> None:
+    """The report again from the JSON lines a run printed (for a run stopped before its end)."""
+    rows, full = [], {}
+    for line in log.read_text().splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            if row.pop("full_check", False):
+                full[str(row["solution"])] = row
+            else:
+                rows.append(row)
+    write_report(rows, full, out, how)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -119,8 +182,13 @@ def main() -> int:
     ap.add_argument("--full-check", type=int, default=0, help="full builds of the first N fast-path-ok")
     ap.add_argument("--only", nargs="*", help="solution names (relative to the repo) to build")
     ap.add_argument("--timeout", type=float, default=1800, help="compile timeout of the stage, s")
+    ap.add_argument("--from-log", type=Path, help="only rewrite the report from this run's printed lines")
+    ap.add_argument("--how", default="", help="with --from-log: how the run was made, for the title")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.from_log:
+        from_log(args.from_log, args.out, args.how)
+        return 0
     data_dir = args.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -160,43 +228,8 @@ def main() -> int:
             print(json.dumps({"full_check": True, **row}), flush=True)
             full[str(row["solution"])] = row
 
-    share = {}
-    for group in GROUPS:
-        members = [r for r in rows if r["group"] == group]
-        on = sum(bool(r["fast_path"]) for r in members)
-        share[group] = {
-            "solutions": len(members),
-            "fast_path": on,
-            "share": round(on / len(members), 3) if members else None,
-        }
-    mismatches = [
-        {
-            "solution": name,
-            "fast_path_status": next(r["status"] for r in rows if r["solution"] == name),
-            "full_status": f["status"],
-        }
-        for name, f in full.items()
-        if f["status"] != next(r["status"] for r in rows if r["solution"] == name)
-    ]
-    summary = {"share": share, "full_checked": len(full), "status_mismatches": mismatches}
-    lines = [
-        f"# Fast path coverage ({os.uname().nodename}, {os.cpu_count()} CPUs, backend process, "
-        f"sandbox cpus {settings.compile_cpus:g}, {args.jobs} builds side by side)",
-        "",
-        "| group | solutions | on the fast path | share |",
-        "|---|---|---|---|",
-        *[f"| {g} | {s['solutions']} | {s['fast_path']} | {s['share']} |" for g, s in share.items()],
-        "",
-        f"Fast-path status vs full build, {len(full)} checked: "
-        + (json.dumps(mismatches) if mismatches else "no mismatch"),
-        "",
-        *_table(rows, full),
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    (args.out / "fast_path_coverage.md").write_text(text)
-    (args.out / "fast_path_coverage.json").write_text(
-        json.dumps({"rows": rows, "full_check": list(full.values()), "summary": summary}, indent=1)
+    write_report(
+        rows, full, args.out, f"sandbox cpus {settings.compile_cpus:g}, {args.jobs} builds side by side"
     )
     return 0
 
