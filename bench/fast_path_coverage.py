@@ -144,7 +144,8 @@ def write_report(
         "| group | solutions | reached a build | on the fast path | share | share of those built |",
         "|---|---|---|---|---|---|",
         *[
-            f"| {g} | {s['solutions']} | {s['built']} | {s['fast_path']} | {s['share']} | {s['share_of_built']} |"
+            f"| {g} | {s['solutions']} | {s['built']} | {s['fast_path']} | {s['share']} "
+            f"| {s['share_of_built']} |"
             for g, s in share.items()
         ],
         "",
