@@ -20,6 +20,7 @@ the two bridge objects. The build job only reads them: it imports nothing of tor
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -53,14 +54,15 @@ class Flags:
     nvcc: str
 
 
-def _version() -> str:
+@functools.cache
+def version() -> str:
     """Names the prepared files after the code that makes them, so a changed shim or flag rule is rebuilt."""
     texts = [p.read_text() for p in [Path(__file__), *sorted(SHIM_DIR.rglob("*"))] if p.is_file()]
     return content_hash(texts, length=12)
 
 
 def _files(root: Path) -> tuple[Path, dict[bool, Path]]:
-    d = root / SUBDIR / _version()
+    d = root / SUBDIR / version()
     return d / "flags.json", {False: d / "bridge.o", True: d / "bridge_cuda.o"}
 
 

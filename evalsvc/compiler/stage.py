@@ -34,6 +34,7 @@ from evalsvc.compiler.entry import (
     JobSpec,
     summarize,
 )
+from evalsvc.compiler.fast_path import version as fast_path_version
 from evalsvc.compiler.flags import check_flags
 from evalsvc.compiler.inline import InlineCall
 from evalsvc.compiler.preprocess import PreprocessError, preprocess
@@ -133,7 +134,8 @@ class Compiler:
 
     @property
     def _recipe(self) -> str:
-        return BUILD_RECIPE if self.fast_path else BUILD_RECIPE + "-full"
+        # A changed stand-in or bridge makes other libraries: ones built before are not served (red team 8).
+        return f"{BUILD_RECIPE}-{fast_path_version()}" if self.fast_path else BUILD_RECIPE + "-full"
 
     def compile(
         self, solution: Solution, allow_vendor_libs: bool = False, task: TaskSpec | None = None

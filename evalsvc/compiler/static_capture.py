@@ -15,9 +15,11 @@ import ast
 from typing import Any
 
 from evalsvc.compiler.inline import InlineCall, normalize_call
+from evalsvc.screening.checks import foreign_encoding
 
 MAX_TEXT_CHARS = 2_000_000
 MAX_VALUE_CHARS = 8 * 1024 * 1024  # the compile stage's own bound on a call's sources
+MAX_READ_CHARS = 4 * MAX_VALUE_CHARS  # all values read, each counted by its size where it is used
 # Modules whose import at a solution's top level does nothing a later import would do differently.
 PLAIN_MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.utils", "torch.utils.cpp_extension", "math", "typing",
@@ -34,7 +36,7 @@ class _NotStatic(Exception):
 def static_calls(text: str) -> list[InlineCall] | None:
     """The load_inline calls the module makes when imported, in order and without repeats; None when the
     text cannot be read for certain (the caller captures in the sandbox then)."""
-    if len(text) > MAX_TEXT_CHARS:
+    if len(text) > MAX_TEXT_CHARS or foreign_encoding("solution", text):
         return None
     try:
         tree = ast.parse(text)
@@ -50,6 +52,9 @@ class _Reader:
         self.env: dict[str, Any] = {}  # top-level name -> constant value, or _OPAQUE
         self.loaders: set[str] = set()  # names bound to load_inline itself
         self.modules: dict[str, str] = {}  # names bound to a plain module -> its dotted name
+        self.spent = 0  # characters of every value read so far (red team 8: doubling lists and strings)
+        self.sizes: dict[int, int] = {}  # id of a list or dict read -> its size, counted once
+        self.kept: list[Any] = []  # those lists and dicts, alive so their ids stay theirs
 
     def module(self, tree: ast.Module) -> list[InlineCall]:
         calls: list[InlineCall] = []
@@ -108,6 +113,8 @@ class _Reader:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if stmt.value is None or not all(isinstance(t, ast.Name) for t in targets):
             raise _NotStatic
+        if isinstance(stmt, ast.AnnAssign) and not _plain_annotation(stmt.annotation):
+            raise _NotStatic  # a module-level annotation is evaluated at import
         names = [t.id for t in targets if isinstance(t, ast.Name)]
         calls: list[InlineCall] = []
         if isinstance(stmt.value, ast.Call):
@@ -140,9 +147,25 @@ class _Reader:
         value = self._constant(node)
         if value is _OPAQUE:
             raise _NotStatic
-        if isinstance(value, str | list | tuple | dict) and _size(value) > MAX_VALUE_CHARS:
+        size = self._size(value)
+        self.spent += size
+        if size > MAX_VALUE_CHARS or self.spent > MAX_READ_CHARS:
             raise _NotStatic
         return value
+
+    def _size(self, value: Any) -> int:
+        """Characters (a list or dict: its items' sizes, each shared one counted at its own size)."""
+        if isinstance(value, str):
+            return len(value)
+        if not isinstance(value, list | dict):
+            return 1
+        if (known := self.sizes.get(id(value))) is not None:
+            return known
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        size = 1 + sum(self._size(v) for v in items)
+        self.sizes[id(value)] = size
+        self.kept.append(value)
+        return size
 
     def _constant(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant) and isinstance(node.value, str | int | float | bool | type(None)):
@@ -205,16 +228,6 @@ class _Reader:
         self.env[cls.name] = _OPAQUE
 
 
-def _size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        return sum(_size(k) + _size(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return sum(_size(v) for v in value)
-    return 1
-
-
 def _dotted(node: ast.expr, modules: dict[str, str]) -> str | None:
     """`torch.utils.cpp_extension.load_inline` for an attribute chain on a bound plain module."""
     parts: list[str] = []
@@ -253,8 +266,8 @@ def _mentions_loader(node: ast.AST, loaders: set[str]) -> bool:
 
 def _is_main_guard(stmt: ast.stmt) -> bool:
     """`if __name__ == "__main__":` runs nothing on import."""
-    if not isinstance(stmt, ast.If) or not isinstance(stmt.test, ast.Compare):
-        return False
+    if not isinstance(stmt, ast.If) or stmt.orelse or not isinstance(stmt.test, ast.Compare):
+        return False  # an `else:` runs on import
     t = stmt.test
     return (
         isinstance(t.left, ast.Name)

@@ -89,3 +89,20 @@ def test_anything_else_is_left_to_the_sandbox(text: str) -> None:
 def test_doubled_strings_are_bounded() -> None:
     lines = ["a0 = 'xxxxxxxxxxxxxxxx'"] + [f"a{i + 1} = a{i} + a{i}" for i in range(40)]
     assert static_calls(HEAD + "\n".join(lines) + "\n" + CALL) is None  # 16 * 2**40 chars: never built
+
+
+def test_shared_lists_doubled_are_bounded() -> None:
+    """Red team 8: `L{i} = [L{i-1}, L{i-1}]` for 48 lines is 2**48 items deep, not 48 lines of work."""
+    lines = ["L0 = ['x']"] + [f"L{i + 1} = [L{i}, L{i}]" for i in range(48)]
+    assert static_calls(HEAD + "\n".join(lines) + "\n" + CALL) is None
+
+
+def test_the_sum_of_values_read_is_bounded() -> None:
+    """Red team 8: many values each under the per-value bound (4-byte characters, doubled to 32 MiB)."""
+    lines = ['S0 = "\\U0001F600"'] + [f"S{i + 1} = S{i} + S{i}" for i in range(21)]
+    lines += [f"A{i} = S21 + S21" for i in range(200)]
+    assert static_calls(HEAD + "\n".join(lines) + "\n" + CALL) is None
+
+
+def test_a_foreign_coding_line_is_left_to_the_screens() -> None:
+    assert static_calls("# -*- coding: utf-7 -*-\n" + HEAD + CALL) is None

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <cstdio>
 #include <optional>
 #include <exception>
@@ -538,6 +539,10 @@ template <typename T> bare<T> from_value(const Value& v) {
   } else if constexpr (std::is_same<B, bool>::value) {
     return v.i != 0;
   } else if constexpr (std::is_integral<B>::value) {
+    // As pybind11's caster: an int the parameter cannot hold is refused, not wrapped (red team 8).
+    TORCH_CHECK_TYPE(v.i >= (int64_t)std::numeric_limits<B>::min() &&
+                         (v.i < 0 || (uint64_t)v.i <= (uint64_t)std::numeric_limits<B>::max()),
+                     "incompatible function arguments: ", v.i, " does not fit the parameter's integer type");
     return static_cast<B>(v.i);
   } else {
     return static_cast<B>(v.f);
