@@ -20,11 +20,13 @@ the two bridge objects. The build job only reads them: it imports nothing of tor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
 import shlex
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -126,6 +128,8 @@ def prepare(root: Path) -> Path:
 
     flags_file, bridges = _files(root)
     flags_file.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):  # another sandbox user makes the next version's directory
+        (root / SUBDIR).chmod(0o777)
     with tempfile.TemporaryDirectory() as tmp:
         cpu = _ninja_vars(False, Path(tmp) / "cpu")
         cuda = _ninja_vars(True, Path(tmp) / "cuda")
@@ -181,6 +185,7 @@ def _ninja_file(
     if with_cuda:
         shim.append("-DEVALSVC_SHIM_CUDA")
     q = shlex.join
+    cflags, cuda_cflags = [f for f in cflags if f.strip()], [f for f in cuda_cflags if f.strip()]
     cxx_pre, cxx_post = (
         (flags.cxx_pre_cuda, flags.cxx_post_cuda) if with_cuda else (flags.cxx_pre_cpu, flags.cxx_post_cpu)
     )
@@ -235,3 +240,7 @@ def build(
         first = _ERROR.search(log)
         reason = "timed out" if timed_out else (first.group(0).strip()[:300] if first else "did not build")
     return FastBuild(ok, lib if ok else None, log, timed_out, time.monotonic() - start, reason)
+
+
+if __name__ == "__main__":  # python -m evalsvc.compiler.fast_path OUT: the one-time preparation
+    print(prepare(Path(sys.argv[1])))

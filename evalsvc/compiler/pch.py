@@ -2,8 +2,7 @@
 
 Built once per toolchain and flag set by trusted code, then mounted read-only into compile jobs: gcc finds
 `<dir>/torch/extension.h.gch` ahead of the real header and uses it when the flags match, else falls back.
-Run as `python -m evalsvc.compiler.pch OUT [FLAGSET_JSON ...]`; it also prepares the fast path's flags and
-bridge objects (evalsvc.compiler.fast_path), which are the same for all solutions too.
+Run as `python -m evalsvc.compiler.pch OUT [FLAGSET_JSON ...]`.
 """
 
 from __future__ import annotations
@@ -78,9 +77,6 @@ def main(argv: list[str]) -> int:
     flagsets = [json.loads(a) for a in argv[1:]] or DEFAULT_FLAGSETS
     for flags in flagsets:
         print(build_pch(out, flags))
-    from evalsvc.compiler.fast_path import prepare
-
-    print(prepare(out))
     return 0
 
 
