@@ -93,26 +93,29 @@ def _pch_ready(d: Path) -> bool:
 
 
 def ensure_pch(sandbox: CompileSandbox, python: str, pch_dir: Path, cuda_home: str) -> None:
-    """Build the precompiled torch headers once (trusted command, the sandbox's own toolchain)."""
+    """Build the precompiled torch headers and the fast path's bridge once (trusted commands, the
+    sandbox's own toolchain)."""
+    from evalsvc.compiler import fast_path
     from evalsvc.compiler.pch import DEFAULT_FLAGSETS, pch_subdir
     from evalsvc.sandbox.base import Mount
 
-    if all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS):
-        return
-    logging.getLogger("evalsvc.progress").info(
-        "building the precompiled torch headers once, into %s (about 2.3 GB; about 2 minutes on 2 cores)",
-        pch_dir,
-    )
+    jobs = []
+    if not all(_pch_ready(pch_dir / pch_subdir(f)) for f in DEFAULT_FLAGSETS):
+        jobs.append(("evalsvc.compiler.pch", "the precompiled torch headers (about 2.3 GB; about 2 minutes)"))
+    if not fast_path.ready(pch_dir):
+        jobs.append(("evalsvc.compiler.fast_path", "the fast path's bridge to ATen (about 2 minutes)"))
     pch_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(pch_dir, 0o777)
-    run = sandbox.run(
-        [python, "-m", "evalsvc.compiler.pch", "/pch"],
-        [Mount(pch_dir, "/pch", read_only=False)],
-        SandboxLimits(wall_seconds=1800),
-        {"CUDA_HOME": cuda_home},
-    )
-    if run.exit_code != 0:
-        raise SandboxUnavailable(f"building precompiled headers failed: {run.output[-2000:]}")
+    for module, what in jobs:
+        logging.getLogger("evalsvc.progress").info("building %s once, into %s on 2 cores", what, pch_dir)
+        run = sandbox.run(
+            [python, "-m", module, "/pch"],
+            [Mount(pch_dir, "/pch", read_only=False)],
+            SandboxLimits(wall_seconds=1800),
+            {"CUDA_HOME": cuda_home},
+        )
+        if run.exit_code != 0:
+            raise SandboxUnavailable(f"building {what} failed: {run.output[-2000:]}")
 
 
 def make_compiler(settings: Settings, store: ArtifactStore, with_pch: bool = True) -> Compiler:

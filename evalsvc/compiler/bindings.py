@@ -1048,7 +1048,7 @@ _CFLAG = re.compile(
 def check_cflags(flags: Sequence[str]) -> None:
     """extra_cflags also reach the generated binding unit: only flags that cannot put text into it."""
     for f in flags:
-        if not _CFLAG.fullmatch(f):
+        if f.strip() and not _CFLAG.fullmatch(f):  # "" as KernelBench's prompt example passes: no flag
             raise BindingError(
                 f"extra_cflags: `{f[:60]}` is not supported (C++ flags also reach the bindings evalsvc "
                 "generates; allowed: -O*, -g*, -W*, -f*, -m*, -std=c++17 or later, -DNAME[=name or number], "

@@ -56,6 +56,7 @@ class JobSpec(BaseModel):
     jobs: int | None = None
     extensions: list[ExtensionSpec] = Field(default_factory=list)
     task_source: str | None = None  # a Triton solution's job traces one forward on the task's inputs
+    fast_path: bool = True  # try the shim build first (fast_path.py); off: every extension as written
 
 
 class CaptureReport(BaseModel):
@@ -75,6 +76,8 @@ class ExtensionReport(BaseModel):
     timed_out: bool = False
     duration_s: float = 0.0
     light_headers: bool = False
+    fast_path: bool = False  # built against the shim (fast_path.py)
+    fast_path_reason: str | None = None  # why not, when it was not
     library: str | None = None
     objects: list[str] = Field(default_factory=list)  # per own unit, in order: the object's path in OUT
     log: str = ""
@@ -137,13 +140,60 @@ def object_name(source: str, with_cuda: bool) -> str:
 
 
 def _build_one(ext: ExtensionSpec, spec: JobSpec, src: Path, scratch: Path, out: Path) -> ExtensionReport:
-    from evalsvc.compiler.ninja_build import ExtensionBuild, build_extension, cuda_arch_flags
+    from evalsvc.compiler.ninja_build import cuda_arch_flags  # imports torch only when it writes a build
 
     cuda_cflags = list(ext.cuda_cflags)
     if ext.with_cuda:
         cuda_cflags += [*cuda_arch_flags(spec.cuda_arch), "--ptxas-options=-v"]
     # The bindings' objects first: where both hold a copy of an inline pybind11 function, the linker keeps
     # the first one, so the candidate's (screened as dead code) never runs.
+    units = [*ext.binding, *ext.own]
+    sources = [src / rel for rel in units]
+    fast_root = _fast_root()
+    reason = "no fast-path toolchain in this worker" if fast_root is None else None
+    if ext.include_dirs:
+        reason = "a source tree with include directories (CUDA Agent layout)"
+    elif not spec.fast_path:
+        reason = "fast path off"
+    elif fast_root is not None:
+        from evalsvc.compiler import fast_path
+
+        build_dir = scratch / "fast" / ext.key
+        objects = [object_name(rel, ext.with_cuda) for rel in units]
+        fast = fast_path.build(
+            ext.name, sources, objects, build_dir, fast_root, ext.cflags, cuda_cflags, ext.ldflags,
+            ext.with_cuda, spec.timeout_s, spec.jobs,
+        )  # fmt: skip
+        if fast.ok or fast.timed_out:
+            rep = ExtensionReport(
+                key=ext.key,
+                name=ext.name,
+                with_cuda=ext.with_cuda,
+                ok=fast.ok,
+                timed_out=fast.timed_out,
+                duration_s=fast.duration_s,
+                fast_path=fast.ok,
+                fast_path_reason=fast.reason,
+                log=fast.log[-200_000:],
+            )
+            return _keep_outputs(rep, ext, fast.library, build_dir, out)
+        reason = fast.reason
+        spec = spec.model_copy(update={"timeout_s": max(1.0, spec.timeout_s - fast.duration_s)})
+    return _build_full(ext, spec, src, cuda_cflags, scratch, out, reason)
+
+
+def _build_full(
+    ext: ExtensionSpec,
+    spec: JobSpec,
+    src: Path,
+    cuda_cflags: list[str],
+    scratch: Path,
+    out: Path,
+    fast_path_reason: str | None,
+) -> ExtensionReport:
+    """The build as load_inline does it, against torch's headers (the light prelude first for `.cu`)."""
+    from evalsvc.compiler.ninja_build import ExtensionBuild, build_extension
+
     sources = [src / rel for rel in [*ext.binding, *ext.own]]
     includes = [src / rel for rel in ext.include_dirs] + _pch_includes(ext.cflags)
     build_dir = scratch / "build" / ext.key
@@ -166,17 +216,34 @@ def _build_one(ext: ExtensionSpec, spec: JobSpec, src: Path, scratch: Path, out:
         timed_out=res.timed_out,
         duration_s=res.duration_s,
         light_headers=light,
+        fast_path=False,
+        fast_path_reason=fast_path_reason,
         log=res.log[-200_000:],
     )
-    if res.library is not None:
+    return _keep_outputs(rep, ext, res.library, build_dir, out)
+
+
+def _keep_outputs(
+    rep: ExtensionReport, ext: ExtensionSpec, library: Path | None, build_dir: Path, out: Path
+) -> ExtensionReport:
+    """The library and each of the candidate's objects into OUT, named in the report."""
+    if library is not None:
         dest = out / "ext" / ext.key
         (dest / "obj").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(res.library, dest / f"{ext.name}.so")
+        shutil.copyfile(library, dest / f"{ext.name}.so")
         rep.library = f"ext/{ext.key}/{ext.name}.so"
         for i, rel in enumerate(ext.own):
             shutil.copyfile(build_dir / object_name(rel, ext.with_cuda), dest / "obj" / f"{i}.o")
             rep.objects.append(f"ext/{ext.key}/obj/{i}.o")
     return rep
+
+
+def _fast_root() -> Path | None:
+    """The read-only directory with the fast path's flags and bridge objects, when the worker has them."""
+    from evalsvc.compiler.fast_path import ready
+
+    root = os.environ.get("EVALSVC_PCH_DIR")
+    return Path(root) if root and ready(Path(root)) else None
 
 
 def _lighten(sources: list[Path]) -> dict[Path, str]:

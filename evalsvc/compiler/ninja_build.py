@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from torch.utils import cpp_extension as cx
-
 
 @dataclass(frozen=True)
 class ExtensionBuild:
@@ -50,6 +48,8 @@ def cuda_arch_flags(arch: str) -> list[str]:
 
 def torch_include_dir() -> Path:
     """torch's own header directory (`torch/extension.h`, `ATen/ops/*.h`)."""
+    from torch.utils import cpp_extension as cx  # here, not at import: the fast path runs ninja without torch
+
     return Path(cx.include_paths("cpu")[0])
 
 
@@ -76,6 +76,8 @@ def _call_with_known_kwargs(fn, **kwargs):
 
 
 def write_ninja_file(b: ExtensionBuild) -> None:
+    from torch.utils import cpp_extension as cx
+
     b.build_dir.mkdir(parents=True, exist_ok=True)
     ldflags = _call_with_known_kwargs(
         cx._prepare_ldflags,

@@ -34,9 +34,11 @@ from evalsvc.compiler.entry import (
     JobSpec,
     summarize,
 )
+from evalsvc.compiler.fast_path import version as fast_path_version
 from evalsvc.compiler.flags import check_flags
 from evalsvc.compiler.inline import InlineCall
 from evalsvc.compiler.preprocess import PreprocessError, preprocess
+from evalsvc.compiler.static_capture import static_calls
 from evalsvc.compiler.symbol_screen import screen_objects
 from evalsvc.compiler.toolchain import Toolchain
 from evalsvc.compiler.triton_aot import CACHE as TRITON_CACHE
@@ -57,7 +59,7 @@ TRITON_SECONDS = 240.0  # importing torch and triton, one traced forward, Triton
 MAX_TRITON_CACHE_BYTES = 64 * 1024 * 1024
 # Part of every artifact key: bump it when the way sources become a library changes (flags, PCH use),
 # so cached builds and cached compile errors of the old recipe are not served.
-BUILD_RECIPE = "4"  # 4: the candidate's units built apart from generated bindings; its objects kept
+BUILD_RECIPE = "5"  # 5: built against the torch stand-in first (fast_path.py), as written where that fails
 AGENT_CFLAGS = ["-O3"]  # CUDA Agent's -std=c++17 is gone: torch's headers now require C++20 (torch sets it)
 AGENT_CUDA_CFLAGS = ["-O3", "--use_fast_math"]
 SCREENS = frozenset({"sources", "objects"})
@@ -121,12 +123,19 @@ class Compiler:
         # built objects link to and do). Tests turn them off to prove the sandboxes, the object screen or
         # the judge hold alone.
         self.screens: frozenset[str] = SCREENS
+        # Build against the torch stand-in first (fast_path.py); off: every extension as written.
+        self.fast_path = True
 
     def artifact_key(self, solution: Solution, task: TaskSpec | None = None) -> str:
         if solution.kind == TRITON:  # which kernels are compiled ahead depends on the task's inputs
             task_id = task.id if task is not None else None
             return "a_" + content_hash(solution.id, self.toolchain.hash, TRITON, task_id, BUILD_RECIPE)
-        return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
+        return "a_" + content_hash(solution.id, self.toolchain.hash, self.cuda_arch, self._recipe)
+
+    @property
+    def _recipe(self) -> str:
+        # A changed stand-in or bridge makes other libraries: ones built before are not served (red team 8).
+        return f"{BUILD_RECIPE}-{fast_path_version()}" if self.fast_path else BUILD_RECIPE + "-full"
 
     def compile(
         self, solution: Solution, allow_vendor_libs: bool = False, task: TaskSpec | None = None
@@ -227,7 +236,9 @@ class Compiler:
         if solution.format is SolutionFormat.CUDA_AGENT:
             plan = _plan_agent(solution)
         else:
-            calls = self._capture(solution, root, start)
+            # Read from the text where that is exact (static_capture.py), else imported in the sandbox.
+            static = static_calls(solution.files[solution.entry]) if self.fast_path else None
+            calls = static if static is not None else self._capture(solution, root, start)
             if isinstance(calls, CompileOutcome):
                 return calls
             plan = self._plan_inline(calls, allow_vendor_libs)
@@ -332,6 +343,7 @@ class Compiler:
                 timeout_s=max(5.0, self.limits.wall_seconds - 10),
                 jobs=max(1, int(self.limits.cpus)),
                 extensions=missing,
+                fast_path=self.fast_path,
             )
             run, out = self._run_job("build", root / "build", spec, plan.files, self.limits, with_pch=True)
             if run.timed_out:
@@ -369,7 +381,7 @@ class Compiler:
         include directories, every file it could include), the toolchain, the target and the recipe."""
         files = plan.files if ext.include_dirs else {r: plan.files[r] for r in [*ext.own, *ext.binding]}
         spec = ext.model_dump(mode="json")
-        return "x_" + content_hash(spec, files, self.toolchain.hash, self.cuda_arch, BUILD_RECIPE)
+        return "x_" + content_hash(spec, files, self.toolchain.hash, self.cuda_arch, self._recipe)
 
     def _built_before(
         self, ext: ExtensionSpec, plan: BuildPlan, where: Path
@@ -410,6 +422,7 @@ class Compiler:
             diagnostics=parts["diagnostics"],
             resources=parts["resources"],
             light_headers=any(e.light_headers for e in build.extensions),
+            **_fast_path_fields(build),
         )
         artifact = root / "artifact"
         artifact.mkdir()
@@ -528,6 +541,14 @@ def _plan_agent(solution: Solution) -> BuildPlan | CompileOutcome:
         )
     )
     return plan
+
+
+def _fast_path_fields(build: BuildReport) -> dict[str, Any]:
+    """fast_path: true when every extension was built against the stand-in; else the first reason."""
+    if not build.extensions:
+        return {}
+    reasons = [e.fast_path_reason or "built as written" for e in build.extensions if not e.fast_path]
+    return {"fast_path": not reasons, "fast_path_reason": reasons[0][:400] if reasons else None}
 
 
 def _copy_outputs(

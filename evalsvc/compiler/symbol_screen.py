@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 import capstone
 
+from evalsvc.compiler.fast_path import SHIM_INCLUDE
 from evalsvc.core.results import Finding
 
 MAX_OBJECT_BYTES = 64 << 20
@@ -599,6 +600,12 @@ _C_ALLOWED = _words("""
     __ctype_tolower_loc __ctype_toupper_loc __isnan __isnanf __isnanl __isinf __isinff __isinfl __finite
     __finitef __finitel __fpclassify __fpclassifyf __fpclassifyl __signbit __signbitf __signbitl
     """) | {m + suffix for m in _MATH for suffix in ("", "f", "l")}
+# The fast path's bridge to ATen (evalsvc/compiler/shim): the allocation, view and metadata operators the
+# ATen allowlist above holds, and the current stream and device; the names as its header declares them.
+_SHIM_NAMES = frozenset(
+    re.findall(r"\b(evalsvc_shim_\w+)\(", (SHIM_INCLUDE / "evalsvc_torch_shim.h").read_text())
+) - {"evalsvc_shim_module"}  # makes the Python module: the generated binding unit's, not the candidate's
+_C_ALLOWED |= _SHIM_NAMES
 _MATH_ALT = "|".join(sorted(_MATH, key=len, reverse=True))
 _C_ALLOWED_PATTERN = re.compile(
     r"cuda[A-Z]\w*"  # the CUDA runtime, less what the refusals above take

@@ -272,6 +272,13 @@ class CompileReport(BaseModel):
         description="the CUDA sources were built against the torch headers they use, not torch/extension.h "
         "(same sources otherwise; faster with nvcc); false: built as written",
     )
+    fast_path: bool | None = Field(
+        None,
+        description="load_inline builds: true when every extension was built on the fast path (against "
+        "evalsvc's stand-in for torch's headers, linked with its bridge to ATen); false: built as written "
+        "(see fast_path_reason); null: nothing built here (a cache hit of an older recipe, Triton)",
+    )
+    fast_path_reason: str | None = Field(None, description="why a build did not take the fast path")
     artifact_key: str | None = None
     triton: TritonCompile | None = Field(None, description="Triton solutions: the ahead-of-time compile")
 

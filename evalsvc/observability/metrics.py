@@ -103,6 +103,13 @@ class WorkerMetrics:
         self.compile_cache = Counter(
             "evalsvc_compile_cache", "compile stage lookups by outcome (hit, miss)", ["outcome"], registry=r
         )
+        self.compile_fast_path = Counter(
+            "evalsvc_compile_fast_path",
+            "load_inline builds (cache misses) by path: fast (against the torch stand-in) or full (as "
+            "written; the reason is in the compile report's fast_path_reason)",
+            ["path"],
+            registry=r,
+        )
         self.sandbox_failures = Counter(
             "evalsvc_sandbox_failures", "sandbox and worker failures by kind", ["kind"], registry=r
         )
@@ -133,6 +140,8 @@ class WorkerMetrics:
             self.reward_points.labels(sign)
         for outcome in ("hit", "miss"):
             self.compile_cache.labels(outcome)
+        for path in ("fast", "full"):
+            self.compile_fast_path.labels(path)
         for kind in SANDBOX_FAILURES:
             self.sandbox_failures.labels(kind)
 
@@ -165,6 +174,8 @@ class WorkerMetrics:
         self.compile_cache.labels("hit" if report.cached else "miss").inc()
         if not report.cached:
             self.observe("compile", report.duration_s)
+            if report.fast_path is not None:
+                self.compile_fast_path.labels("fast" if report.fast_path else "full").inc()
 
     def finished(self, job: Job, now: float | None = None) -> None:
         """The job's terminal result, written by this attempt (count each job once)."""

@@ -40,6 +40,9 @@ The compile stage (`evalsvc/compiler/stage.py`) adds two, and the object screen 
 from __future__ import annotations
 
 import ast
+import codecs
+import io
+import tokenize
 from collections.abc import Callable, Mapping
 
 from evalsvc.core.results import Finding
@@ -63,7 +66,7 @@ RULES = frozenset({
     TORCH_COMPUTE_IN_FORWARD, "torch-compile", "reference-model", "fallback-handler", "concurrency",
     "forbidden-import", "forbidden-attribute", "dynamic-lookup", "caching", "tensor-subclass", "syntax-error",
     "too-complex", "aten-compute", "vendor-library", "native-escape", "native-cache", "build-flag",
-    "build-evidence", TRITON_HOOK, UNDEFINED_NAME,
+    "build-evidence", TRITON_HOOK, UNDEFINED_NAME, "source-encoding",
 })  # fmt: skip
 
 
@@ -74,6 +77,8 @@ def check_python(files: Mapping[str, str]) -> list[Finding]:
 
 def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
     """The global rules over every file, then the forward rules over what ModelNew.forward reaches."""
+    if declared := [hit for name, text in files.items() if (hit := foreign_encoding(name, text))]:
+        return declared  # the import would decode other text than the rules below read
     mods, hits = parse_modules(files)
     prog = Program(mods)
     for m in mods:
@@ -82,6 +87,18 @@ def scan_python(files: Mapping[str, str]) -> list[tuple[str, str, int, str]]:
     if prog.model is not None:
         Reach(prog).run(prog.model)
     return hits + prog.hits
+
+
+def foreign_encoding(name: str, text: str) -> tuple[str, str, int, str] | None:
+    """A PEP 263 coding line other than UTF-8's (red team 8: `# -*- coding: utf-7 -*-` made the import run
+    code that every screen read as a comment)."""
+    try:
+        encoding, lines = tokenize.detect_encoding(io.BytesIO(text.encode("utf-8", "surrogatepass")).readline)
+    except SyntaxError as e:
+        return ("source-encoding", name, 1, f"unreadable coding declaration ({e.msg})")
+    if codecs.lookup(encoding).name in ("utf-8", "utf-8-sig"):
+        return None
+    return ("source-encoding", name, len(lines), f"declares the coding `{encoding}`: solutions are UTF-8")
 
 
 def check_native(sources: Mapping[str, str], allow_vendor_libs: bool) -> list[Finding]:

@@ -24,15 +24,23 @@ def relu_variant(marker: str, old: str = "", new: str = "") -> Solution:
     return Solution(files={name: text})
 
 
-def test_cuda_source_builds_with_the_light_prelude(pipeline) -> None:  # type: ignore[no-untyped-def]
-    outcome = pipeline.compiler.compile(relu_variant("light-prelude test"))
+@pytest.fixture
+def full_build(pipeline):  # type: ignore[no-untyped-def]
+    """The build as written (the light prelude is its first try); the fast path is test_fast_path's."""
+    pipeline.compiler.fast_path = False
+    yield pipeline
+    pipeline.compiler.fast_path = True
+
+
+def test_cuda_source_builds_with_the_light_prelude(full_build) -> None:  # type: ignore[no-untyped-def]
+    outcome = full_build.compiler.compile(relu_variant("light-prelude test"))
     assert outcome.status is Status.OK, outcome.message
     assert outcome.report.light_headers
     kernels = {r.kernel for r in outcome.report.resources}
     assert any("relu_vec4_kernel" in k for k in kernels), kernels  # ptxas ran on the real kernels
 
 
-def test_cuda_source_that_needs_more_of_torch_is_built_as_written(pipeline) -> None:  # type: ignore[no-untyped-def]
+def test_cuda_source_that_needs_more_of_torch_is_built_as_written(full_build) -> None:  # type: ignore[no-untyped-def]
     """`at::parallel_for` (ATen/Parallel.h, which torch/extension.h includes) is allowed to a kernel's
     host code but not in the prelude: the light attempt fails in the front end, then the build as
     written succeeds."""
@@ -41,7 +49,7 @@ def test_cuda_source_that_needs_more_of_torch_is_built_as_written(pipeline) -> N
         "auto out = torch::empty_like(x);",
         "at::parallel_for(0, 1, 1, [](int64_t, int64_t) {}); auto out = torch::empty_like(x);",
     )
-    outcome = pipeline.compiler.compile(sol)
+    outcome = full_build.compiler.compile(sol)
     assert outcome.status is Status.OK, outcome.message
     assert not outcome.report.light_headers
 

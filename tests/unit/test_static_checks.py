@@ -94,7 +94,16 @@ def test_exploit_header(path: Path) -> None:
     assert (task_dir / "task.py").is_file(), task
 
 
-@pytest.mark.parametrize("path", STATIC, ids=_id)
+def _gaps(paths: list[Path]) -> list[object]:
+    """Entries whose header names a `known gap` get through the static checks today: expected to fail."""
+    marked: list[object] = []
+    for p in paths:
+        gap = header(p).get("known gap")
+        marked.append(pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=gap)) if gap else p)
+    return marked
+
+
+@pytest.mark.parametrize("path", _gaps(STATIC), ids=_id)
 def test_exploit_is_caught(path: Path) -> None:
     want = header(path)["caught by"].removeprefix("static:")
     got = findings(path)
@@ -741,7 +750,9 @@ def test_honest_solution_has_no_findings_after_preprocessing(path: Path) -> None
 
 @needs_cpp
 @pytest.mark.parametrize(
-    "path", [p for p in STATIC if _native_sources(p) and "build-flag" not in header(p)["caught by"]], ids=_id
+    "path",
+    _gaps([p for p in STATIC if _native_sources(p) and "build-flag" not in header(p)["caught by"]]),
+    ids=_id,
 )
 def test_native_exploit_is_caught_after_preprocessing(path: Path) -> None:
     want = header(path)["caught by"].removeprefix("static:")
