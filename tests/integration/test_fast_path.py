@@ -17,7 +17,9 @@ from tests.corpus.reader import small_task
 
 pytestmark = pytest.mark.docker
 FAST = EvalOptions(trials=3, timing_budget_s=0.3, compile_baseline=False, timing_pool=2)
-INLINE_CPU = [c for c in cases("cpu") if c.solution_path.suffix == ".py"]
+# One solution per verdict kind the bundled CPU suite has (ok, incorrect, ...): CI's time, not coverage,
+# decides the number; test_engine_cpu judges all of them with the fast path on.
+INLINE_CPU = list({c.expect: c for c in cases("cpu") if c.solution_path.suffix == ".py"}.values())
 INLINE_CUDA_OK = [c for c in cases("cuda") if c.expect == "ok" and c.solution_path.suffix == ".py"]
 
 
