@@ -12,31 +12,11 @@
 #include <cstring>
 #include <string>
 
+#include "include/evalsvc_shim_abi.h"
+
 namespace {
 
-enum Op : int {
-  EMPTY, ZEROS, ONES, FULL, EMPTY_LIKE, ZEROS_LIKE, ONES_LIKE, FULL_LIKE, CONTIGUOUS, CLONE, VIEW, RESHAPE,
-  TRANSPOSE, PERMUTE, UNSQUEEZE, SQUEEZE_DIM, SQUEEZE, FLATTEN, NARROW, SELECT, EXPAND, TO_DTYPE, TO_DEVICE,
-  ZERO_, FILL_, COPY_, T, EMPTY_STRIDED, AS_STRIDED, DETACH,
-};
-enum Kind : int32_t { K_VOID, K_TENSOR, K_INT, K_FLOAT, K_BOOL, K_TENSORS };
-struct Value {
-  int32_t kind;
-  int64_t i;
-  double f;
-  void* t;
-  void** ts;
-  int64_t n;
-};
-struct Export {
-  const char* name;
-  const char* doc;
-  int32_t n_args;
-  const int32_t* arg_kinds;
-  int32_t ret_kind;
-  void* fn;
-  int (*call)(void* fn, const Value* args, Value* ret, char* err, size_t err_len);
-};
+using namespace evalsvc_shim;  // NOLINT: the ABI shared with the stand-in
 
 thread_local std::string last_error;
 

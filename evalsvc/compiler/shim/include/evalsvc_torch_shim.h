@@ -47,13 +47,7 @@ int evalsvc_shim_exchange_device(int device_index);
 const void* evalsvc_shim_device_properties(int device_index);
 }
 
-namespace evalsvc_shim {
-enum Op : int {
-  EMPTY, ZEROS, ONES, FULL, EMPTY_LIKE, ZEROS_LIKE, ONES_LIKE, FULL_LIKE, CONTIGUOUS, CLONE, VIEW, RESHAPE,
-  TRANSPOSE, PERMUTE, UNSQUEEZE, SQUEEZE_DIM, SQUEEZE, FLATTEN, NARROW, SELECT, EXPAND, TO_DTYPE, TO_DEVICE,
-  ZERO_, FILL_, COPY_, T, EMPTY_STRIDED, AS_STRIDED, DETACH,
-};
-}  // namespace evalsvc_shim
+#include "evalsvc_shim_abi.h"
 
 namespace c10 {
 enum class ScalarType : int8_t {
@@ -503,25 +497,6 @@ inline const cudaDeviceProp* getDeviceProperties(int device_index) {
 
 // ---- the module definition: the generated binding unit's PYBIND11_MODULE and m.def
 namespace evalsvc_shim {
-enum Kind : int32_t { K_VOID, K_TENSOR, K_INT, K_FLOAT, K_BOOL, K_TENSORS };
-struct Value {
-  int32_t kind;
-  int64_t i;
-  double f;
-  void* t;        // K_TENSOR: a new reference
-  void** ts;      // K_TENSORS: malloc'ed array of new references
-  int64_t n;
-};
-struct Export {
-  const char* name;
-  const char* doc;
-  int32_t n_args;
-  const int32_t* arg_kinds;
-  int32_t ret_kind;
-  void* fn;
-  int (*call)(void* fn, const Value* args, Value* ret, char* err, size_t err_len);
-};
-
 template <typename T> struct arg_kind;
 template <> struct arg_kind<at::Tensor> { static constexpr int32_t value = K_TENSOR; };
 template <> struct arg_kind<int64_t> { static constexpr int32_t value = K_INT; };
