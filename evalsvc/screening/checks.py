@@ -20,6 +20,8 @@ Python (`check_python`)
 - `undefined-name`: a global name read but bound nowhere in the file and not a builtin (filled in behind
   the solution's back, as Triton's interpreter does with its own `np`, `inspect`, `triton`).
 - `syntax-error`: the file does not parse; `too-complex`: too large or deep to analyse.
+- `source-encoding`: a coding declaration other than UTF-8: the file would read differently to Python
+  than to the screens.
 - `triton-hook` (screening.triton): Python that Triton would run around a launch or the autotuner's
   benchmark (pre/post hooks, do_bench, pruning, launch metadata), or a patched kernel object.
 
