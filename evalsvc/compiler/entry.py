@@ -27,7 +27,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evalsvc.compiler.diagnostics import excerpt, parse_diagnostics, parse_ptxas
 from evalsvc.compiler.inline import InlineCall, NotStatic, normalize_call
 
 AGENT_ENV = Path(__file__).parent / "agent_env"
@@ -325,6 +324,9 @@ def fingerprint() -> int:
 
 def summarize(report: BuildReport) -> dict[str, Any]:
     """The parts of a build report the trusted side turns into a CompileReport."""
+    # Imported here: the build job never parses its logs, and the models cost it a tenth of a second.
+    from evalsvc.compiler.diagnostics import excerpt, parse_diagnostics, parse_ptxas
+
     logs = "\n".join(e.log for e in report.extensions)
     return {
         "diagnostics": parse_diagnostics(logs),

@@ -14,8 +14,10 @@ reason goes in the compile report). The fast path never decides a verdict: a can
 calls the same ATen functions through the bridge that its host code would call inline.
 
 `prepare` runs once per toolchain on the trusted side (with the precompiled headers): it writes
-`fastpath/flags.json` (torch's flags for this toolchain, with torch's include directories left out) and
-the two bridge objects. The build job only reads them: it imports nothing of torch.
+`fastpath/flags.json` (torch's flags for this toolchain, with torch's include directories left out), the
+two bridge objects and the shim precompiled for C++ units (gcc uses it only where the unit's flags and
+macros match, and the object is then byte for byte the one it makes without). The build job only reads
+them: it imports nothing of torch.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ SHIM_INCLUDE = SHIM_DIR / "include"
 SUBDIR = "fastpath"
 _SENTINEL = "-DEVALSVC_FLAG_SLOT"
 _ERROR = re.compile(r"(?m)^.*\berror\b.*$")
+# The shim's precompiled variants; gcc takes the first whose macros match (-O1 to -O3 share __OPTIMIZE__).
+_PCH_OPT = {"O0": [], "O2": ["-O2"]}
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class Flags:
     nvcc_post: list[str]
     ldflags_cpu: list[str]
     ldflags_cuda: list[str]
+    linker: list[str]  # gold where the toolchain has it: it reads torch's symbol tables faster than bfd
     nvcc: str
 
 
@@ -68,7 +73,13 @@ def _files(root: Path) -> tuple[Path, dict[bool, Path]]:
     return d / "flags.json", {False: d / "bridge.o", True: d / "bridge_cuda.o"}
 
 
+def _pch_dir(root: Path) -> Path:
+    """An include directory ahead of the shim's, holding `torch/extension.h.gch/<variant>.gch`."""
+    return root / SUBDIR / version() / "pch"
+
+
 def ready(root: Path) -> bool:
+    """Everything `prepare` writes is there (flags.json last)."""
     flags, bridges = _files(root)
     return flags.is_file() and all(b.is_file() for b in bridges.values())
 
@@ -136,17 +147,8 @@ def prepare(root: Path) -> Path:
     cxx_pre_cpu, cxx_post_cpu = _split(_without_torch(cpu["cflags"]), [])
     cxx_pre_cuda, cxx_post_cuda = _split(_without_torch(cuda["cflags"]), [])
     nvcc_pre, nvcc_post = _split(_without_torch(cuda["cuda_cflags"]), cuda_arch_flags("90a"))
-    flags = Flags(
-        cxx_pre_cpu=cxx_pre_cpu,
-        cxx_post_cpu=cxx_post_cpu,
-        cxx_pre_cuda=cxx_pre_cuda,
-        cxx_post_cuda=cxx_post_cuda,
-        nvcc_pre=nvcc_pre,
-        nvcc_post=nvcc_post,
-        ldflags_cpu=cpu["ldflags"],
-        ldflags_cuda=cuda["ldflags"],
-        nvcc=(cuda.get("nvcc") or ["nvcc"])[0],
-    )
+    stubs = flags_file.parent / "stubs"
+    _write_stubs(stubs, [*cpu["ldflags"], *cuda["ldflags"]])
     for with_cuda, target in bridges.items():
         full = [f for f in (cuda if with_cuda else cpu)["cflags"] if f != _SENTINEL]
         full = [f for f in full if not f.startswith("-DTORCH_EXTENSION_NAME=")]
@@ -156,8 +158,100 @@ def prepare(root: Path) -> Path:
             cmd.append("-DEVALSVC_SHIM_CUDA")
         subprocess.run(cmd, check=True, capture_output=True, timeout=900)
         partial.rename(target)
+    flags = Flags(
+        cxx_pre_cpu=cxx_pre_cpu,
+        cxx_post_cpu=cxx_post_cpu,
+        cxx_pre_cuda=cxx_pre_cuda,
+        cxx_post_cuda=cxx_post_cuda,
+        nvcc_pre=nvcc_pre,
+        nvcc_post=nvcc_post,
+        ldflags_cpu=_stubbed(cpu["ldflags"], stubs),
+        ldflags_cuda=_stubbed(cuda["ldflags"], stubs),
+        linker=_linker(bridges[False], cpu["ldflags"]),
+        nvcc=(cuda.get("nvcc") or ["nvcc"])[0],
+    )
+    _precompile_shim(_pch_dir(root), flags)
     flags_file.write_text(json.dumps(flags.__dict__))
     return flags_file.parent
+
+
+def _torch_libs(ldflags: list[str]) -> tuple[str, list[str]]:
+    """torch's library directory (the first -L) and the names it links from there."""
+    lib_dir = next(f[2:] for f in ldflags if f.startswith("-L"))
+    names = [f[2:] for f in ldflags if f.startswith("-l") and (Path(lib_dir) / f"lib{f[2:]}.so").is_file()]
+    return lib_dir, names
+
+
+def _write_stubs(stubs: Path, ldflags: list[str]) -> None:
+    """An empty library per torch library, under the real one's soname: the link records the same
+    DT_NEEDED entries without reading torch's symbol tables (most of a link's time); the loader binds the
+    symbols to the real libraries, as it does for the build as written, whose link leaves them undefined
+    all the same (a shared library may)."""
+    lib_dir, names = _torch_libs(ldflags)
+    stubs.mkdir(parents=True, exist_ok=True)
+    for name in dict.fromkeys(names):
+        real = Path(lib_dir) / f"lib{name}.so"
+        dynamic = subprocess.run(["objdump", "-p", str(real)], check=True, capture_output=True, text=True)
+        soname = re.search(r"(?m)^\s*SONAME\s+(\S+)", dynamic.stdout)
+        name_flag = f"-Wl,-soname,{soname.group(1) if soname else real.name}"
+        cmd = ["c++", "-shared", "-x", "c", "/dev/null", name_flag, "-o", str(stubs / real.name)]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+
+def _stubbed(ldflags: list[str], stubs: Path) -> list[str]:
+    """torch's ldflags, in their order, with its libraries taken from the stubs and each kept as a
+    dependency (`--no-as-needed`, as Debian's default and unlike Ubuntu's)."""
+    lib_dir, names = _torch_libs(ldflags)
+    out: list[str] = []
+    for f in ldflags:
+        out += ["-Wl,--push-state,--no-as-needed", f"-L{stubs}"] if f == f"-L{lib_dir}" else [f]
+        if f == f"-l{names[-1]}":
+            out.append("-Wl,--pop-state")
+    return out
+
+
+def _linker(bridge: Path, ldflags: list[str]) -> list[str]:
+    """`-fuse-ld=gold` when this toolchain links the bridge with it, else the default linker."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["c++", str(bridge), *ldflags, "-fuse-ld=gold", "-o", str(Path(tmp) / "probe.so")]
+        gold = subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    return ["-fuse-ld=gold"] if gold else []
+
+
+def _precompile_shim(pch: Path, flags: Flags) -> None:
+    """`torch/extension.h.gch/`, one variant per unit kind and optimisation macro set, and a stub header."""
+    gch = pch / "torch" / "extension.h.gch"
+    gch.mkdir(parents=True, exist_ok=True)
+    # A second `#include <torch/extension.h>` looks in this directory too and finds no header without it.
+    (pch / "torch" / "extension.h").write_text("#pragma once\n#include_next <torch/extension.h>\n")
+    for with_cuda in (False, True):
+        pre, post = (
+            (flags.cxx_pre_cuda, flags.cxx_post_cuda)
+            if with_cuda
+            else (flags.cxx_pre_cpu, flags.cxx_post_cpu)
+        )
+        for opt, opt_flags in _PCH_OPT.items():
+            target = gch / f"{'cuda' if with_cuda else 'cpu'}-{opt}.gch"
+            partial = target.with_suffix(".partial")
+            header = str(SHIM_INCLUDE / "torch" / "extension.h")
+            cmd = [
+                "c++",
+                *_shim_flags(with_cuda),
+                *pre,
+                *opt_flags,
+                *post,
+                "-x",
+                "c++-header",
+                header,
+                "-o",
+                str(partial),
+            ]
+            subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+            partial.rename(target)
+
+
+def _shim_flags(with_cuda: bool) -> list[str]:
+    return ["-I", str(SHIM_INCLUDE), *(["-DEVALSVC_SHIM_CUDA"] if with_cuda else [])]
 
 
 @dataclass
@@ -179,21 +273,21 @@ def _ninja_file(
     cuda_cflags: list[str],
     ldflags: list[str],
     bridge: Path,
+    pch: Path,
     with_cuda: bool,
 ) -> str:
-    shim = ["-I", str(SHIM_INCLUDE), f"-DTORCH_EXTENSION_NAME={name}"]
-    if with_cuda:
-        shim.append("-DEVALSVC_SHIM_CUDA")
+    shim = [*_shim_flags(with_cuda), f"-DTORCH_EXTENSION_NAME={name}"]
     q = shlex.join
     cflags, cuda_cflags = [f for f in cflags if f.strip()], [f for f in cuda_cflags if f.strip()]
     cxx_pre, cxx_post = (
         (flags.cxx_pre_cuda, flags.cxx_post_cuda) if with_cuda else (flags.cxx_pre_cpu, flags.cxx_post_cpu)
     )
+    torch_ldflags = flags.ldflags_cuda if with_cuda else flags.ldflags_cpu
     lines = [
         "ninja_required_version = 1.3",
-        f"cflags = {q([*shim, *cxx_pre, *cflags, *cxx_post])}",
+        f"cflags = {q(['-I', str(pch), *shim, *cxx_pre, *cflags, *cxx_post])}",
         f"cuda_cflags = {q([*shim, *flags.nvcc_pre, *cuda_cflags, *flags.nvcc_post])}",
-        f"ldflags = {q([*(flags.ldflags_cuda if with_cuda else flags.ldflags_cpu), *ldflags])}",
+        f"ldflags = {q([*flags.linker, *torch_ldflags, *ldflags])}",
         "rule compile",
         "  command = c++ $cflags -c $in -o $out",
         "rule cuda_compile",
@@ -230,7 +324,9 @@ def build(
     flags = load_flags(root)
     bridge = _files(root)[1][with_cuda]
     (build_dir / "build.ninja").write_text(
-        _ninja_file(name, sources, objects, flags, cflags, cuda_cflags, ldflags, bridge, with_cuda)
+        _ninja_file(
+            name, sources, objects, flags, cflags, cuda_cflags, ldflags, bridge, _pch_dir(root), with_cuda
+        )
     )
     code, log, timed_out = run_ninja(build_dir, timeout_s, jobs)
     lib = build_dir / f"{name}.so"

@@ -4,6 +4,7 @@ fallbacks with their reason."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -118,3 +119,79 @@ def test_cpu_verdict_is_the_same_with_the_fast_path_off(pipeline, case) -> None:
     assert result.status.value == case.expect, result.message
     if result.compile is not None and result.compile.fast_path is not None:
         assert result.compile.fast_path is False
+
+
+# Run in the compile sandbox on the prepared files (the paths in flags.json are the sandbox's): one unit
+# compiled with the fast path's flags as written and without the precompiled shim's directory, and the
+# bridge linked against the stubs and against torch's own libraries.
+EQUIVALENCE_PROBE = r"""
+import json, re, shlex, subprocess, sys, tempfile
+from pathlib import Path
+from evalsvc.compiler import fast_path as fp
+from torch.utils.cpp_extension import library_paths
+
+root = Path("/pch")
+flags = fp.load_flags(root)
+work = Path(tempfile.mkdtemp())
+unit = work / "unit.cpp"
+unit.write_text(
+    "#include <torch/extension.h>\n#include <torch/extension.h>\n"
+    "torch::Tensor flat(torch::Tensor x) {\n"
+    "  TORCH_CHECK(x.dim() >= 1, \"needs a dim\");\n  return x.view({-1});\n}\n"
+)
+report = {}
+for with_cuda in (False, True):
+    bridge = fp._files(root)[1][with_cuda]
+    pch = fp._pch_dir(root)
+    ninja = fp._ninja_file("probe", [unit], ["unit.o"], flags, ["-O3"], [], [], bridge, pch, with_cuda)
+    v = dict(re.findall(r"(?m)^(\w+) = (.*)$", ninja))
+    cflags, ldflags = shlex.split(v["cflags"]), shlex.split(v["ldflags"])
+    i = cflags.index(str(pch))
+    plain = cflags[: i - 1] + cflags[i + 1 :]
+    a, b = work / f"a{with_cuda}.o", work / f"b{with_cuda}.o"
+    cmd = ["c++", *cflags, "-H", "-c", str(unit), "-o", str(a)]
+    shown = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    subprocess.run(["c++", *plain, "-c", str(unit), "-o", str(b)], check=True, capture_output=True)
+    torch_dir = library_paths("cuda" if with_cuda else "cpu")[0]
+    stubs = next(f[2:] for f in ldflags if f.startswith("-L") and f.endswith("/stubs"))
+    real = [f"-L{torch_dir}" if f == f"-L{stubs}" else f for f in ldflags]
+    needed = {}
+    for kind, link in (("stubs", ldflags), ("torch", real)):
+        lib = work / f"{kind}{with_cuda}.so"
+        subprocess.run(["c++", str(a), str(bridge), *link, "-o", str(lib)], check=True, capture_output=True)
+        dump = subprocess.run(["objdump", "-p", str(lib)], check=True, capture_output=True, text=True)
+        dynamic = dump.stdout
+        needed[kind] = re.findall(r"(?m)^\s*NEEDED\s+(\S+)", dynamic)
+    report["cuda" if with_cuda else "cpu"] = {
+        "pch": [l for l in shown.stderr.splitlines() if l.startswith("!")],
+        "identical": a.read_bytes() == b.read_bytes(),
+        "needed": needed,
+    }
+print(json.dumps(report))
+"""
+
+
+def test_precompiled_shim_and_stub_link_change_nothing_in_what_is_built(pipeline) -> None:
+    """The two things that make the fast path's C++ side cheap are invisible in its output: gcc takes the
+    precompiled shim (a second include of the header included) and makes the object byte for byte as
+    without it; the library linked against the empty stubs depends on the same libraries, in the same
+    order, as one linked against torch's."""
+    from evalsvc.compiler import fast_path
+    from evalsvc.sandbox.base import Mount, SandboxLimits
+
+    compiler = pipeline.compiler
+    assert compiler.pch_dir is not None and fast_path.ready(compiler.pch_dir)
+    run = compiler.sandbox.run(
+        [compiler.python, "-c", EQUIVALENCE_PROBE],
+        [Mount(compiler.pch_dir, "/pch", read_only=True)],
+        SandboxLimits(wall_seconds=600),
+        compiler.env,
+    )
+    assert run.exit_code == 0, run.output[-3000:]
+    report = json.loads(run.output.strip().splitlines()[-1])
+    for kind, variant in (("cpu", "cpu-O2.gch"), ("cuda", "cuda-O2.gch")):
+        seen = report[kind]
+        assert [p.rsplit("/", 1)[-1] for p in seen["pch"]] == [variant], seen["pch"]
+        assert seen["identical"], kind
+        assert seen["needed"]["stubs"] == seen["needed"]["torch"], seen["needed"]
+        assert "libtorch_cpu.so" in seen["needed"]["stubs"]
