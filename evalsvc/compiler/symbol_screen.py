@@ -47,7 +47,7 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 import capstone
@@ -894,7 +894,7 @@ _TERMINATORS = frozenset({"ret", "retq", "jmp", "ud2", "hlt", "int3", "ud1", "ud
 _BRANCHES = frozenset({"call", "jmp", "loop", "loope", "loopne", "jrcxz", "jecxz", "xbegin"})
 # Callees that never return: a function that ends calling one does not run on into the next.
 _NORETURN = re.compile(
-    r"_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
+    r"exit|_exit|_Exit|quick_exit|_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
     r"|__cxa_throw_bad_array_new_length|__cxa_call_terminate|__stack_chk_fail|abort|__assert_fail"
     r"|_ZSt9terminatev|_ZSt\d+__throw_\w+|_ZN3c106detail14torchCheckFail\w+"
     r"|_ZN3c106detail23torchInternalAssertFail\w+|_ZN8pybind1113pybind11_failE\w+"
@@ -1014,10 +1014,13 @@ _INITIALISER_NAMES = re.compile(r"_GLOBAL__sub_I_[\w.$-]*|(?:_ZL\d+)?__sti____cu
 
 class ObjectGraph:
     """Regions of the object's allocated sections (split at symbols and at the offsets that references
-    point to), the references between them, and the external names each region refers to."""
+    point to), the references between them, and the external names each region refers to.
+    `defined_elsewhere`: names the candidate's other objects define; a call to one of those never counts
+    as a call that does not return (the candidate's own `exit` may return into what follows it)."""
 
-    def __init__(self, elf: ElfObject) -> None:
+    def __init__(self, elf: ElfObject, defined_elsewhere: Set[str] = frozenset()) -> None:
         self.elf = elf
+        self.defined_elsewhere = defined_elsewhere
         self.code: dict[int, _CodeSection] = {}
         self.hits: list[_Hit] = []
         self.cuts: dict[int, set[int]] = {}
@@ -1188,7 +1191,12 @@ class ObjectGraph:
                 callee = (
                     self.elf.symbols[relocs[j].symbol] if j < len(offsets) and offsets[j] < last.end else None
                 )
-                if callee is not None and not callee.defined and _NORETURN.fullmatch(callee.name):
+                if (
+                    callee is not None
+                    and not callee.defined
+                    and callee.name not in self.defined_elsewhere
+                    and _NORETURN.fullmatch(callee.name)
+                ):
                     continue
             self._link(self.node_ids[(sec_index, start)], sec_index, end)
 
@@ -1281,7 +1289,7 @@ class ObjectScreen:
         self.defined_elsewhere = defined_elsewhere
         self.used_elsewhere = used_elsewhere
         self.verdicts: dict[str, Verdict | None] = {}
-        self.graph = ObjectGraph(elf)
+        self.graph = ObjectGraph(elf, defined_elsewhere)
         self.result = _ObjectResult(hits=list(self.graph.hits))
         self.reached = self.graph.reach(self.roots(), skip=self._library_tables())
         self.users: dict[str, list[int]] = {}  # imported name -> the regions that refer to it
@@ -1324,11 +1332,35 @@ class ObjectScreen:
         stores `CUDAGuardImpl`'s vtable, whose inline methods create events and streams that no honest
         guard calls. Such dead code is in every object that includes the headers."""
         users = self.users.get(name, [])
+        if name == "exit" and users and all(self._dead_exit(n) for n in users):
+            return _Usage(False, self.graph.label(users[0]), "used by")
         root = next((self.reached[n] for n in users if n in self.reached), "")
         if root:
             return _Usage(True, root)
         own = next((self.graph.label(n) for n in users if not is_library_name(self.graph.label(n))), "")
         return _Usage(bool(own) or not users, own, "used by")
+
+    def _dead_exit(self, node: int) -> bool:
+        """A function that nothing calls and that can only call `exit`: nvcc's host body of a non-inline
+        `__device__` function (`{ int volatile ___ = 1; ::exit(___); }`), in every object that has one.
+        Nothing in the object refers to it, nor do the candidate's other objects (by name); it refers to
+        nothing but `exit` (libc's: one the candidate defines is not screened as an import), and it has one
+        call and no other transfer of control."""
+        sym = self.graph.names.get(self.graph.keys[node])
+        if sym is None or sym.type != _STT_FUNC or sym.name in self.used_elsewhere:
+            return False
+        if self.graph.ext.get(node) != {"exit"} or self.graph.succ.get(node, set()) - {node}:
+            return False
+        sec_index, start, end = self.graph.span(node)
+        if any(node in succ for src, succ in self.graph.succ.items() if src != node):
+            return False
+        code = self.graph.code.get(sec_index)
+        if code is None:
+            return False
+        lo, hi = bisect.bisect_left(code.starts, start), bisect.bisect_left(code.starts, end)
+        words = [i.mnemonic.split()[-1] for i in code.insns[lo:hi]]
+        transfers = [w for w in words if w in _BRANCHES or w.startswith(("j", "ret", "loop"))]
+        return words.count("call") == 1 and transfers == ["call"]
 
     def _library_tables(self) -> set[int]:
         """Regions of library classes' vtables and typeinfo: their slots are not followed (see usage)."""
