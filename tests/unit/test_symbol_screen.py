@@ -280,6 +280,28 @@ def test_candidates_own_noreturn_name_returns_into_what_follows(callee: str, cal
 
 
 @needs_toolchain
+def test_exit_stub_called_through_an_alias_from_another_object() -> None:
+    """nvcc's exit-stub shape is dropped as dead when the other objects do not use it by name; an alias at the
+    same address is another name. Here the other object calls the alias, and the stub's one call goes
+    through exit's GOT slot plus an offset the caller chooses (any libc function), so `exit` must stand."""
+    stub = compile_object(
+        'asm(R"(\n  .intel_syntax noprefix\n  .section .text.stub_like,\"ax\",@progbits\n'
+        "  .globl stub_like\n  .type stub_like, @function\nstub_like:\n"
+        "  mov rax, qword ptr [rip + exit@GOTPCREL]\n  add rax, rdi\n  mov rdi, rsi\n  call rax\n"
+        "  .size stub_like, .-stub_like\n  .globl keep_alive\n  .set keep_alive, stub_like\n"
+        '  .section .text.stub_like_ret,\"ax\",@progbits\n  ret\n  .att_syntax prefix\n  .text\n)");\n',
+        ".cpp", ["-fPIC", "-O2"],
+    )  # fmt: skip
+    caller = compile_object(
+        'extern "C" const char* keep_alive(long, const char*);\n'
+        'const char* entry(long k) { return keep_alive(k, "HOME"); }\n',
+        ".cpp", ["-fPIC", "-O2"],
+    )  # fmt: skip
+    findings = screen_objects({"stub.o": stub, "caller.o": caller}, allow_vendor_libs=False)
+    assert any(f.rule == "symbol-escape" and "`exit`" in f.message for f in findings), _show(findings)
+
+
+@needs_toolchain
 def test_cuda_guard_passes() -> None:
     """`c10::cuda::CUDAGuard`, which honest CUDA solutions use (honest/relu_cuda_dispatch_template.py),
     stores CUDAGuardImpl's vtable: its inline methods, compiled from the real c10 headers into the object,
