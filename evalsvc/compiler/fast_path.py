@@ -23,6 +23,7 @@ them: it imports nothing of torch.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import re
@@ -134,13 +135,24 @@ def _split(flags: list[str], drop: list[str]) -> tuple[list[str], list[str]]:
 
 
 def prepare(root: Path) -> Path:
-    """Write the flags and build the bridge objects (trusted side, once per toolchain)."""
-    from evalsvc.compiler.ninja_build import cuda_arch_flags
-
-    flags_file, bridges = _files(root)
+    """Write the flags, the bridge objects, the stubs and the precompiled shim (trusted side, once per
+    toolchain). Workers that start together on a fresh data directory each ask: one prepares, the others
+    wait for it (two writing one `.partial` fail each other)."""
+    flags_file = _files(root)[0]
     flags_file.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(PermissionError):  # another sandbox user makes the next version's directory
         (root / SUBDIR).chmod(0o777)
+    with open(flags_file.parent / ".prepare.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready(root):
+            _prepare(root)
+    return flags_file.parent
+
+
+def _prepare(root: Path) -> None:
+    from evalsvc.compiler.ninja_build import cuda_arch_flags
+
+    flags_file, bridges = _files(root)
     with tempfile.TemporaryDirectory() as tmp:
         cpu = _ninja_vars(False, Path(tmp) / "cpu")
         cuda = _ninja_vars(True, Path(tmp) / "cuda")
@@ -172,7 +184,6 @@ def prepare(root: Path) -> Path:
     )
     _precompile_shim(_pch_dir(root), flags)
     flags_file.write_text(json.dumps(flags.__dict__))
-    return flags_file.parent
 
 
 def _torch_libs(ldflags: list[str]) -> tuple[str, list[str]]:

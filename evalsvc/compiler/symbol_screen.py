@@ -47,7 +47,7 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 import capstone
@@ -894,7 +894,7 @@ _TERMINATORS = frozenset({"ret", "retq", "jmp", "ud2", "hlt", "int3", "ud1", "ud
 _BRANCHES = frozenset({"call", "jmp", "loop", "loope", "loopne", "jrcxz", "jecxz", "xbegin"})
 # Callees that never return: a function that ends calling one does not run on into the next.
 _NORETURN = re.compile(
-    r"_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
+    r"exit|_exit|_Exit|quick_exit|_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
     r"|__cxa_throw_bad_array_new_length|__cxa_call_terminate|__stack_chk_fail|abort|__assert_fail"
     r"|_ZSt9terminatev|_ZSt\d+__throw_\w+|_ZN3c106detail14torchCheckFail\w+"
     r"|_ZN3c106detail23torchInternalAssertFail\w+|_ZN8pybind1113pybind11_failE\w+"
@@ -956,6 +956,12 @@ def _branch_target(insn: _Insn) -> int | None:
     return None
 
 
+def _reloc_at(insn: _Insn, relocs: list[Reloc], offsets: list[int]) -> Reloc | None:
+    """The relocation inside `insn`, if any (`offsets`: the relocations' offsets, sorted)."""
+    j = bisect.bisect_left(offsets, insn.start)
+    return relocs[j] if j < len(offsets) and offsets[j] < insn.end else None
+
+
 def is_eh_frame(sec: Section) -> bool:
     return sec.name == ".eh_frame" or sec.type == _SHT_X86_64_UNWIND
 
@@ -963,6 +969,11 @@ def is_eh_frame(sec: Section) -> bool:
 def _is_padding(insn: _Insn) -> bool:
     word = insn.mnemonic.split()[-1]
     return word in ("nop", "int3") or (word == "xchg" and insn.operands == "ax, ax")
+
+
+def _is_transfer(insn: _Insn) -> bool:
+    word = insn.mnemonic.split()[-1]
+    return word in _BRANCHES or word.startswith(("j", "ret", "loop", "sys", "int", "ud", "hlt"))
 
 
 def _name_rank(sym: Symbol) -> tuple[bool, bool]:
@@ -1014,10 +1025,13 @@ _INITIALISER_NAMES = re.compile(r"_GLOBAL__sub_I_[\w.$-]*|(?:_ZL\d+)?__sti____cu
 
 class ObjectGraph:
     """Regions of the object's allocated sections (split at symbols and at the offsets that references
-    point to), the references between them, and the external names each region refers to."""
+    point to), the references between them, and the external names each region refers to.
+    `defined_elsewhere`: names the candidate's other objects define; a call to one of those never counts
+    as a call that does not return (the candidate's own `exit` may return into what follows it)."""
 
-    def __init__(self, elf: ElfObject) -> None:
+    def __init__(self, elf: ElfObject, defined_elsewhere: Set[str] = frozenset()) -> None:
         self.elf = elf
+        self.defined_elsewhere = defined_elsewhere
         self.code: dict[int, _CodeSection] = {}
         self.hits: list[_Hit] = []
         self.cuts: dict[int, set[int]] = {}
@@ -1177,20 +1191,48 @@ class ObjectGraph:
     def _fall_through(
         self, sec_index: int, code: _CodeSection, relocs: list[Reloc], offsets: list[int]
     ) -> None:
-        """A region whose last instruction can continue runs on into the next region."""
+        """A region whose last instruction can continue runs on into the next region; so does one that
+        branches past its last instruction (into the padding before the next region: red team 9)."""
         starts = self.starts[sec_index]
         for start, end in itertools.pairwise(starts):
             last = self._last_instruction(sec_index, code, start, end)
-            if last is None or last.mnemonic.split()[-1] in _TERMINATORS:
+            if last is None:
                 continue
-            if last.mnemonic.split()[-1] == "call":
-                j = bisect.bisect_left(offsets, last.start)
-                callee = (
-                    self.elf.symbols[relocs[j].symbol] if j < len(offsets) and offsets[j] < last.end else None
-                )
-                if callee is not None and not callee.defined and _NORETURN.fullmatch(callee.name):
-                    continue
+            stops = self._stops(last, relocs, offsets)
+            if stops and not self._branches_past(sec_index, code, start, end, last):
+                continue
             self._link(self.node_ids[(sec_index, start)], sec_index, end)
+
+    def _stops(self, last: _Insn, relocs: list[Reloc], offsets: list[int]) -> bool:
+        """`last` does not continue: a terminator, or a direct call of an imported function that does not
+        return. Not one the candidate's other objects define (theirs may return), and not a relocation
+        with another addend than a call's (it lands elsewhere, such as on the next PLT entry)."""
+        word = last.mnemonic.split()[-1]
+        if word in _TERMINATORS:
+            return True
+        rel = _reloc_at(last, relocs, offsets) if word == "call" else None
+        if rel is None or rel.addend != -4:
+            return False
+        callee = self.elf.symbols[rel.symbol]
+        return (
+            not callee.defined
+            and callee.name not in self.defined_elsewhere
+            and _NORETURN.fullmatch(callee.name) is not None
+        )
+
+    def _branches_past(self, sec_index: int, code: _CodeSection, start: int, end: int, last: _Insn) -> bool:
+        """Whether the region at [start, end) branches to, or takes the address of, a place after `last`."""
+        sec = self.elf.sections[sec_index]
+        relocs = [r for r in self.elf.relocs.get(sec_index, []) if start <= r.offset < end]
+        offsets = [r.offset for r in relocs]
+        lo, hi = bisect.bisect_left(code.starts, start), bisect.bisect_left(code.starts, end)
+        # An instruction with a relocation shows the displacement before it is applied: its target is the
+        # relocation's.
+        targets = [_branch_target(i) for i in code.insns[lo:hi] if _reloc_at(i, relocs, offsets) is None]
+        for rel in relocs:
+            target = self._target(sec, rel)
+            targets.append(target[1] if target is not None and target[0] == sec_index else None)
+        return any(t is not None and last.start < t < end for t in targets)
 
     def _last_instruction(self, sec_index: int, code: _CodeSection, start: int, end: int) -> _Insn | None:
         """The last instruction of the function at `start` (by its symbol's size), or of whatever code that
@@ -1281,7 +1323,7 @@ class ObjectScreen:
         self.defined_elsewhere = defined_elsewhere
         self.used_elsewhere = used_elsewhere
         self.verdicts: dict[str, Verdict | None] = {}
-        self.graph = ObjectGraph(elf)
+        self.graph = ObjectGraph(elf, defined_elsewhere)
         self.result = _ObjectResult(hits=list(self.graph.hits))
         self.reached = self.graph.reach(self.roots(), skip=self._library_tables())
         self.users: dict[str, list[int]] = {}  # imported name -> the regions that refer to it
@@ -1324,11 +1366,44 @@ class ObjectScreen:
         stores `CUDAGuardImpl`'s vtable, whose inline methods create events and streams that no honest
         guard calls. Such dead code is in every object that includes the headers."""
         users = self.users.get(name, [])
+        if name == "exit" and users and all(self._dead_exit(n) for n in users):
+            return _Usage(False, self.graph.label(users[0]), "used by")
         root = next((self.reached[n] for n in users if n in self.reached), "")
         if root:
             return _Usage(True, root)
         own = next((self.graph.label(n) for n in users if not is_library_name(self.graph.label(n))), "")
         return _Usage(bool(own) or not users, own, "used by")
+
+    def _dead_exit(self, node: int) -> bool:
+        """nvcc's host body of a non-inline `__device__` function, `{ int volatile ___ = 1; ::exit(___); }`
+        (in every object that has one): a function that nothing in the object refers to, that the
+        candidate's other objects do not use under any of its names, and whose one relocation is a direct
+        call of `exit` (its one transfer of control). Even called, it could only exit."""
+        sec_index, start, end = self.graph.span(node)
+        sym = self.graph.names.get((sec_index, start))
+        here = (sec_index, start)
+        names = {s.name for s in self.elf.symbols if s.in_section and (s.shndx, s.value) == here}
+        if sym is None or sym.type != _STT_FUNC or names & self.used_elsewhere:
+            return False
+        if self.graph.succ.get(node, set()) - {node}:
+            return False
+        if any(node in succ for src, succ in self.graph.succ.items() if src != node):
+            return False
+        code = self.graph.code.get(sec_index)
+        relocs = [r for r in self.elf.relocs.get(sec_index, []) if start <= r.offset < end]
+        if code is None or len(relocs) != 1:
+            return False
+        lo, hi = bisect.bisect_left(code.starts, start), bisect.bisect_left(code.starts, end)
+        insns = code.insns[lo:hi]
+        transfers = [i for i in insns if _is_transfer(i)]
+        (rel,) = relocs
+        return (
+            len(transfers) == 1
+            and transfers[0].mnemonic.split()[-1] == "call"
+            and _reloc_at(transfers[0], relocs, [rel.offset]) is rel
+            and rel.addend == -4
+            and self.elf.symbols[rel.symbol].name == "exit"
+        )
 
     def _library_tables(self) -> set[int]:
         """Regions of library classes' vtables and typeinfo: their slots are not followed (see usage)."""

@@ -236,6 +236,72 @@ def test_stack_protected_registration_passes() -> None:
 
 
 @needs_toolchain
+@pytest.mark.parametrize("opt", ["-O3", "-O0"])
+def test_device_function_host_bodies_pass(opt: str) -> None:
+    """nvcc gives every non-inline `__device__` function a host body, `{ int volatile ___ = 1;
+    ::exit(___); }`, that nothing calls: honest kernels with a device helper were refused for `exit`
+    (`symbol-escape`) on both builds. A host function that calls exit is still refused
+    (symbol_screen_cases/exit-*.cpp)."""
+    source = (
+        "__device__ float twice(float v) { return 2.0f * v; }\n"
+        "__device__ float clamp01(float v, float lo) { return v < lo ? lo : (v > 1.0f ? 1.0f : v); }\n"
+        "__global__ void k(float* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) x[i] = clamp01(twice(x[i]), 0.0f);\n}\n"
+        "void launch(float* x, int n) { k<<<(n + 255) / 256, 256>>>(x, n); }\n"
+    )
+    obj = compile_object(source, ".cu", ["-Xcompiler", "-fPIC", opt, *ARCH])
+    imports = {s.name for s in parse_elf(obj).symbols if s.index and not s.defined}
+    assert "exit" in imports
+    findings = screen_objects({"device_helpers.o": obj}, allow_vendor_libs=False)
+    assert findings == [], _show(findings)
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("callee", "call"), [("exit(int)", "exit(1)"), ("abort()", "abort()")])
+def test_candidates_own_noreturn_name_returns_into_what_follows(callee: str, call: str) -> None:
+    """`exit` or `abort` ends a region (nothing runs on after libc's), unless the candidate's other object
+    defines it: a hidden one that returns runs on from the call into the next function, here one under a
+    library's namespace that reads the environment and that nothing else reaches. (Before `abort` and the
+    other names that do not return were read this way, the fall-through was not followed.)"""
+    caller = compile_object(
+        "#include <cstdlib>\n"
+        f"void entry() {{ {call}; }}\n"
+        "namespace c10 { namespace detail {\n"
+        "__attribute__((used, noinline)) static long after(long v) { return v + (long)getenv(\"HOME\"); }\n"
+        "} }\n",
+        ".cpp", ["-fPIC", "-O2", "-fno-reorder-functions"],  # else an `abort()` caller goes to .text.unlikely
+    )  # fmt: skip
+    own = compile_object(
+        f'extern "C" __attribute__((visibility("hidden"))) void {callee} {{}}\n', ".cpp", ["-fPIC", "-O2"]
+    )
+    findings = screen_objects({"caller.o": caller, "own.o": own}, allow_vendor_libs=False)
+    assert any("getenv" in f.message for f in findings), _show(findings)
+
+
+@needs_toolchain
+def test_exit_stub_called_through_an_alias_from_another_object() -> None:
+    """nvcc's exit-stub shape is dropped as dead when the other objects do not use it by name; an alias at the
+    same address is another name. Here the other object calls the alias, and the stub's one call goes
+    through exit's GOT slot plus an offset the caller chooses (any libc function), so `exit` must stand."""
+    stub = compile_object(
+        'asm(R"(\n  .intel_syntax noprefix\n  .section .text.stub_like,\"ax\",@progbits\n'
+        "  .globl stub_like\n  .type stub_like, @function\nstub_like:\n"
+        "  mov rax, qword ptr [rip + exit@GOTPCREL]\n  add rax, rdi\n  mov rdi, rsi\n  call rax\n"
+        "  .size stub_like, .-stub_like\n  .globl keep_alive\n  .set keep_alive, stub_like\n"
+        '  .section .text.stub_like_ret,\"ax\",@progbits\n  ret\n  .att_syntax prefix\n  .text\n)");\n',
+        ".cpp", ["-fPIC", "-O2"],
+    )  # fmt: skip
+    caller = compile_object(
+        'extern "C" const char* keep_alive(long, const char*);\n'
+        'const char* entry(long k) { return keep_alive(k, "HOME"); }\n',
+        ".cpp", ["-fPIC", "-O2"],
+    )  # fmt: skip
+    findings = screen_objects({"stub.o": stub, "caller.o": caller}, allow_vendor_libs=False)
+    assert any(f.rule == "symbol-escape" and "`exit`" in f.message for f in findings), _show(findings)
+
+
+@needs_toolchain
 def test_cuda_guard_passes() -> None:
     """`c10::cuda::CUDAGuard`, which honest CUDA solutions use (honest/relu_cuda_dispatch_template.py),
     stores CUDAGuardImpl's vtable: its inline methods, compiled from the real c10 headers into the object,
