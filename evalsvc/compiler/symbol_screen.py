@@ -894,7 +894,8 @@ _TERMINATORS = frozenset({"ret", "retq", "jmp", "ud2", "hlt", "int3", "ud1", "ud
 _BRANCHES = frozenset({"call", "jmp", "loop", "loope", "loopne", "jrcxz", "jecxz", "xbegin"})
 # Callees that never return: a function that ends calling one does not run on into the next.
 _NORETURN = re.compile(
-    r"exit|_exit|_Exit|quick_exit|_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
+    r"exit|_exit|_Exit|quick_exit"
+    r"|_Unwind_Resume|__cxa_throw|__cxa_rethrow|__cxa_bad_cast|__cxa_bad_typeid|__cxa_pure_virtual"
     r"|__cxa_throw_bad_array_new_length|__cxa_call_terminate|__stack_chk_fail|abort|__assert_fail"
     r"|_ZSt9terminatev|_ZSt\d+__throw_\w+|_ZN3c106detail14torchCheckFail\w+"
     r"|_ZN3c106detail23torchInternalAssertFail\w+|_ZN8pybind1113pybind11_failE\w+"
@@ -1171,9 +1172,7 @@ class ObjectGraph:
         offsets = [r.offset for r in relocs]
         size = self.elf.sections[sec_index].size
         for insn in code.insns:
-            k = bisect.bisect_left(offsets, insn.start)
-            relocated = k < len(offsets) and offsets[k] < insn.end
-            target = None if relocated else _branch_target(insn)
+            target = None if _reloc_at(insn, relocs, offsets) is not None else _branch_target(insn)
             if target is None:
                 continue
             if not 0 <= target <= size:
