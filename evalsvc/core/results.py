@@ -66,6 +66,11 @@ class JudgedTiming(BaseModel):
         "call (measured on a null candidate before the candidate was imported)"
     )
     round_min_ms: float = Field(description="the fastest round's time per call on the judge's clock")
+    round_min_reported_ms: float | None = Field(
+        None,
+        description="the runner's own time per call in that fastest round (the larger of its mean and "
+        "median): held to the judge's figure like the median, round for round",
+    )
     overhead_ms: float = Field(description="the runner's own cost per call (median over the null rounds)")
     overhead_min_ms: float = Field(description="the runner's own cost per call (fastest null round but one)")
     overhead_max_ms: float = Field(
@@ -92,6 +97,11 @@ class JudgedTiming(BaseModel):
     )
     cpu_overhead_spread_ms: float | None = Field(
         None, description="CPU device: slowest less fastest null round (each but one), CPU time per call"
+    )
+    cpu_round_reported_ms: float | None = Field(
+        None,
+        description="CPU device: the runner's own time per call in the round with the least CPU time per "
+        "call (the larger of its mean and median)",
     )
     confirmed_high_ms: float | None = Field(
         None,

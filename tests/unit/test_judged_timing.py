@@ -28,6 +28,7 @@ from evalsvc.engine.judged_timing import (
     refuse_disagreement,
     refuse_library_beside_eager,
     refuse_library_compute,
+    round_reported_ms,
 )
 from evalsvc.engine.timing import RoundPlan, RoundTimer, TimingPolicy, measure, rotating
 
@@ -141,6 +142,35 @@ def test_on_the_cpu_the_runners_cpu_time_bounds_the_median_when_the_host_is_busy
         forged = _judged(per_call=20.0, round_min=21.0, overhead=1.0)
         forged.cpu_per_call_ms, forged.cpu_overhead_ms, forged.cpu_overhead_spread_ms = 19.0, 0.9, 0.1
         refuse_disagreement(0.3 * 19.0, forged, "cpu")
+
+
+def test_times_scaled_down_throughout_are_refused_on_a_busy_host() -> None:
+    """CI at 2f7a6f6: a busy host stretched the runner's median to 1.85x the judge's fastest round, so the
+    forge that reports every time at 0.4x (redteam_forge_reply_via_walked_dlsym) sat above the floor that
+    round sets (9.35 ms against 9.11); in the fastest round itself its times were still 0.4x."""
+    busy = _judged(per_call=12.647, round_min=14.555, overhead=1.908, spread=0.34)
+    refuse_disagreement(9.354, busy, "cpu")  # the median alone: what CI passed
+    busy.round_min_reported_ms = 0.4 * 12.6
+    with pytest.raises(TimingRefused, match="fastest round") as e:
+        refuse_disagreement(9.354, busy, "cpu")
+    assert e.value.rule == "timing_unconfirmed"
+    busy.round_min_reported_ms = 12.6  # honest in that round, its median stretched by the others
+    refuse_disagreement(23.4, busy, "cpu")
+
+
+def test_the_round_held_to_the_cpu_figure_is_the_one_it_comes_from() -> None:
+    judged = _judged(per_call=20.0, round_min=21.0, overhead=1.0)
+    judged.cpu_per_call_ms, judged.cpu_overhead_ms, judged.cpu_overhead_spread_ms = 10.0, 0.9, 0.1
+    judged.round_min_reported_ms, judged.cpu_round_reported_ms = 4.0, 10.5  # the wall round is not used
+    refuse_disagreement(10.5, judged, "cpu")
+    judged.cpu_round_reported_ms = 4.0
+    with pytest.raises(TimingRefused, match="CPU clock"):
+        refuse_disagreement(10.5, judged, "cpu")
+
+
+def test_a_rounds_reported_time_is_the_larger_of_its_mean_and_median() -> None:
+    assert round_reported_ms([1.0, 1.0, 10.0]) == 4.0  # a stall inside a call: the mean, as the clock saw it
+    assert round_reported_ms([0.0, 5.0, 5.0]) == 5.0
 
 
 def test_the_cpu_clock_of_another_process_is_read_from_outside() -> None:
