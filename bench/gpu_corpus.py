@@ -2,6 +2,10 @@
 verdict, every honest solution must pass. Prints a markdown table, writes JSON.
 
     python -m bench.gpu_corpus --device cuda --out OUTDIR
+    python -m bench.gpu_corpus --device cpu --fast-path off --out OUTDIR   # issue 28: as written
+
+`--fast-path off` builds every load_inline solution as written (the CI suite judges the CPU corpus with the
+fast path on, entries marked `build: full` excepted, as here).
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ def compile_for(pipe: LocalPipeline, path: Path, device: str) -> None:
     pipe.compiler.compile(read_solution(path), task=task_for(path, device))
 
 
+def build_setting(path: Path, fast_path: str) -> tuple[str, bool]:
+    """The screens an entry is judged with, and whether its build may take the fast path (`build: full`:
+    an attack written against the full build, as tests/integration/test_exploits.py judges it)."""
+    h = header(path)
+    return h.get("screens", "on"), fast_path == "on" and h.get("build") != "full"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
@@ -36,6 +47,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--only", nargs="*", default=None, help="entries whose file name contains one of these")
     ap.add_argument("--name", default="corpus", help="report name")
+    ap.add_argument("--fast-path", choices=("on", "off"), default="on", help="off: every build as written")
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--timing-budget-s", type=float, default=0.5)
     args = ap.parse_args()
     # Every round's time on the judge's clock, null and candidate, in the log (what the timing bound used).
     logging.basicConfig(format="%(name)s: %(message)s")
@@ -47,16 +61,18 @@ def main() -> int:
     subjects += [(p, "ok") for p in entries("honest", devices)]
     subjects = [s for s in subjects if not args.only or any(word in s[0].name for word in args.only)]
     t0 = time.monotonic()
-    for screens in SCREENS:  # compiles in parallel, one screen setting at a time; evaluations one at a time
-        pipe.compiler.screens = SCREENS[screens]
-        group = [s for s in subjects if header(s[0]).get("screens", "on") == screens]
+    # Compiles in parallel, one compiler setting at a time; evaluations one at a time.
+    for setting in sorted({build_setting(p, args.fast_path) for p, _ in subjects}):
+        pipe.compiler.screens, pipe.compiler.fast_path = SCREENS[setting[0]], setting[1]
+        group = [s for s in subjects if build_setting(s[0], args.fast_path) == setting]
         with ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(lambda s: compile_for(pipe, s[0], args.device), group))
     print(f"compiled {len(subjects)} submissions in {time.monotonic() - t0:.0f} s", flush=True)
-    opts = EvalOptions(trials=5, timing_budget_s=0.5, compile_baseline=False)
+    opts = EvalOptions(trials=args.trials, timing_budget_s=args.timing_budget_s, compile_baseline=False)
     rows = []
     for path, expect in subjects:
-        pipe.compiler.screens = SCREENS[header(path).get("screens", "on")]
+        screens, pipe.compiler.fast_path = build_setting(path, args.fast_path)
+        pipe.compiler.screens = SCREENS[screens]
         r = pipe.evaluate(task_for(path, args.device), read_solution(path), opts)
         rows.append(
             {
@@ -66,6 +82,7 @@ def main() -> int:
                 "got": r.status.value,
                 "rules": sorted({f.rule for f in r.findings}),
                 "caught_by": header(path).get("caught by", ""),
+                "fast_path": r.compile.fast_path if r.compile else None,
                 "reward": r.reward,
                 "median_ms": r.timings.candidate.median_ms if r.timings.candidate else None,
                 "judged_ms": r.timings.candidate_judged.per_call_ms if r.timings.candidate_judged else None,
