@@ -2,7 +2,7 @@
 verdict, every honest solution must pass. Prints a markdown table, writes JSON.
 
     python -m bench.gpu_corpus --device cuda --out OUTDIR
-    python -m bench.gpu_corpus --device cpu --fast-path off --out OUTDIR   # issue 28: as written
+    python -m bench.gpu_corpus --device cpu --with-pch --fast-path off --out OUTDIR   # issue 28
 
 `--fast-path off` builds every load_inline solution as written (the CI suite judges the CPU corpus with the
 fast path on, entries marked `build: full` excepted, as here).
@@ -48,6 +48,9 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", default=None, help="entries whose file name contains one of these")
     ap.add_argument("--name", default="corpus", help="report name")
     ap.add_argument("--fast-path", choices=("on", "off"), default="on", help="off: every build as written")
+    ap.add_argument(
+        "--with-pch", action="store_true", help="prepare precompiled headers and the fast path first (as CI)"
+    )
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--timing-budget-s", type=float, default=0.5)
     args = ap.parse_args()
@@ -56,7 +59,7 @@ def main() -> int:
     logging.getLogger("evalsvc.judged_timing").setLevel(logging.DEBUG)
     devices = ("any", "cuda") if args.device.startswith("cuda") else ("any", "cpu")
     settings = Settings(device=args.device, data_dir=args.data_dir.resolve(), compile_backend="process")
-    pipe = make_local_pipeline(settings, with_pch=False)
+    pipe = make_local_pipeline(settings, with_pch=args.with_pch)
     subjects = [(p, header(p).get("expect", "ok")) for p in entries("exploits", devices)]
     subjects += [(p, "ok") for p in entries("honest", devices)]
     subjects = [s for s in subjects if not args.only or any(word in s[0].name for word in args.only)]
