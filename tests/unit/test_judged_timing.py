@@ -44,7 +44,7 @@ def test_every_chunk_matches_its_committed_digest(shape: tuple[int, ...], dtype:
     assert nbytes == [t.numel() * t.element_size()] * 2
     for tensor, committed in zip([t, t.t() if t.dim() == 2 else t], digests, strict=True):
         assert len(committed) == chunk_count(tensor.numel() * tensor.element_size())
-        assert [chunk_digest(chunk(tensor, i)) for i in range(len(committed))] == committed
+        assert [chunk_digest(chunk(tensor, i), "cpu") for i in range(len(committed))] == committed
 
 
 def test_a_changed_value_breaks_its_chunk_and_only_its_chunk() -> None:
@@ -56,6 +56,20 @@ def test_a_changed_value_breaks_its_chunk_and_only_its_chunk() -> None:
     changed = [i for i, (a, b) in enumerate(zip(before[0], after[0], strict=True)) if a != b]
     assert len(changed) == 1
     assert changed[0] == (40 * 64 + 3) * 4 // (len(chunk(t, 0)))
+
+
+def test_the_cpu_digest_binds_where_the_word_sum_does_not() -> None:
+    """The tenth red team matched the word sum with other bytes the tolerance accepts; the simplest such
+    bytes: two 8-byte words swapped keep the sum, not the CPU's digest."""
+    t = torch.arange(64, dtype=torch.float32)
+    swapped = t.clone()
+    swapped[[0, 1, 2, 3]] = t[[2, 3, 0, 1]]
+    a, b = chunk(t, 0), chunk(swapped, 0)
+    assert not torch.equal(a, b)
+    assert chunk_digest(a, "cuda") == chunk_digest(b, "cuda")  # the device's sum: does not bind
+    assert chunk_digest(a, "cpu") != chunk_digest(b, "cpu")
+    (committed,), _ = round_digests([t])
+    assert committed[0][0] == chunk_digest(a, "cpu") != chunk_digest(b, "cpu")
 
 
 def test_round_timer_keeps_every_output_and_times_every_call() -> None:
