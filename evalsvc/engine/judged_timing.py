@@ -133,6 +133,9 @@ class RoundRunner:
         self.reference = reference
         self.check = check
         self.rng = rng
+        # Which calls and chunks are checked: not from the stream the seeds come from (a GPU runner is sent
+        # the seeds, enough Mersenne Twister output to recover its state and foresee the picks; red team 11).
+        self.picker = random.SystemRandom()
         self.seeded = seeded
         self.checked_calls = 0
         self.calls: dict[str, int] = {}  # per subject, warm-up rounds included (what a sampler saw)
@@ -173,7 +176,8 @@ class RoundRunner:
     def _verify(self, answer: RoundAnswer, inputs_of: Callable[[int], list[Any]]) -> None:
         """Fetch chunks of randomly picked calls (decided after the answer) and check them."""
         n = len(answer.digests)
-        calls = [j for j in range(n) if self.rng.random() < CHECK_PROBABILITY] or [self.rng.randrange(n)]
+        pick = self.picker
+        calls = [j for j in range(n) if pick.random() < CHECK_PROBABILITY] or [pick.randrange(n)]
         picks: list[tuple[int, int, int]] = []
         expected: list[tuple[int, torch.Tensor, int]] = []
         for j in calls:
@@ -194,7 +198,7 @@ class RoundRunner:
                         f"timed call {j}: output {t} is not the size of the reference's",
                         "timed_output_wrong",
                     )
-                for index in self.rng.sample(range(count), min(CHUNKS_PER_TENSOR, count)):
+                for index in self.picker.sample(range(count), min(CHUNKS_PER_TENSOR, count)):
                     picks.append((j, t, index))
                     expected.append((committed[t][index], ref, index))
         fetch: FetchRequest = {"op": "fetch", "picks": picks}
