@@ -24,7 +24,7 @@ from evalsvc.core.options import EvalOptions
 from evalsvc.engine.evaluate import LocalPipeline
 from evalsvc.settings import Settings
 from evalsvc.wiring import make_local_pipeline
-from tests.corpus.reader import SCREENS, entries, header, task_for
+from tests.corpus.reader import SCREENS, entries, header, task_for, written_for_fast_path
 
 
 def compile_for(pipe: LocalPipeline, path: Path, device: str) -> None:
@@ -33,10 +33,9 @@ def compile_for(pipe: LocalPipeline, path: Path, device: str) -> None:
 
 
 def build_setting(path: Path, fast_path: str) -> tuple[str, bool]:
-    """The screens an entry is judged with, and whether its build may take the fast path (`build: full`:
-    an attack written against the full build, as tests/integration/test_exploits.py judges it)."""
-    h = header(path)
-    return h.get("screens", "on"), fast_path == "on" and h.get("build") != "full"
+    """The screens an entry is judged with, and whether its build may take the fast path (as
+    tests/integration/test_exploits.py judges it)."""
+    return header(path).get("screens", "on"), fast_path == "on" and written_for_fast_path(path)
 
 
 def main() -> int:

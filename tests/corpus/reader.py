@@ -26,6 +26,12 @@ def header(path: Path) -> dict[str, str]:
     return out
 
 
+def written_for_fast_path(path: Path) -> bool:
+    """`build: full`: the attack finds a library from an address in libtorch that the fast path's stand-in
+    keeps in the candidate's own library; judged on the build it was written against."""
+    return header(path).get("build") != "full"
+
+
 def entries(kind: str, devices: tuple[str, ...]) -> list[Path]:
     """`exploits` or `honest` entries whose `device` header is one of `devices`."""
     root = CORPUS / kind
